@@ -1,0 +1,23 @@
+# The two commands the README opens with: `make dev` and `make test`.
+.PHONY: setup dev test typecheck unit integration bench
+
+setup:
+	@scripts/setup
+
+dev: setup
+	.venv/bin/gatehouse dev
+
+typecheck: setup
+	.venv/bin/mypy
+
+test: setup typecheck
+	.venv/bin/pytest -q
+
+unit: setup
+	.venv/bin/pytest -q tests/unit
+
+integration: setup
+	.venv/bin/pytest -q tests/integration tests/e2e
+
+bench: setup
+	.venv/bin/python bench/propagation.py

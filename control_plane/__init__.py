@@ -1,0 +1,1 @@
+"""Gatehouse control plane: sources → model → translator → snapshot cache → ADS."""

@@ -1,0 +1,111 @@
+"""The control plane's config file. Documented in docs/control-plane-config.md.
+
+    xds:     {address: 127.0.0.1:18000}
+    admin:   {address: 127.0.0.1:19000}
+    gateway: {listenerAddress: 0.0.0.0, listenerPort: 8080}
+    debounce: {quiet: 20ms, maxDelay: 250ms}
+    sources:
+      git:
+        - {name: routes, repo: ../routes-repo, branch: main, path: routes, pollInterval: 1s}
+      staticEndpoints: {file: endpoints.yaml, pollInterval: 100ms}
+
+Relative paths are taken from the config file's directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, ValidationError, model_validator
+
+from control_plane.errors import ConfigError
+from control_plane.model.durations import Duration
+from control_plane.model.loading import field_path
+from control_plane.model.schema import Model
+from control_plane.model.yaml_documents import load_plain
+
+Port = Annotated[int, Field(ge=1, le=65535)]
+HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")]
+
+
+class Listen(Model):
+    address: HostPort
+
+
+class Gateway(Model):
+    listener_address: str = "0.0.0.0"
+    listener_port: Port = 8080
+
+
+class Debounce(Model):
+    quiet: Duration = 20
+    max_delay: Duration = 250
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Debounce:
+        if self.quiet > self.max_delay:
+            raise ValueError("quiet must not exceed maxDelay")
+        return self
+
+
+class GitRepo(Model):
+    name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")] = "routes"
+    repo: str
+    branch: str = "main"
+    path: str = ""
+    poll_interval: Duration = 1000
+    fetch_timeout: Duration = 30_000
+    cache_dir: str | None = None
+
+
+class StaticEndpoints(Model):
+    file: str
+    poll_interval: Duration = 100
+
+
+class Sources(Model):
+    git: list[GitRepo] = []
+    static_endpoints: StaticEndpoints | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Sources:
+        names = [g.name for g in self.git]
+        if len(names) != len(set(names)):
+            raise ValueError("git: each repository needs its own name")
+        return self
+
+
+class ControlPlaneConfig(Model):
+    xds: Listen = Listen(address="127.0.0.1:18000")
+    admin: Listen = Listen(address="127.0.0.1:19000")
+    gateway: Gateway = Gateway()
+    debounce: Debounce = Debounce()
+    sources: Sources
+    base_dir: Annotated[str, Field(exclude=True)] = "."
+
+    def resolve(self, path: str) -> Path:
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else (Path(self.base_dir) / candidate).resolve()
+
+    def repo_location(self, repo: str) -> str:
+        """Local repository paths are resolved like files; URLs pass through."""
+        if "://" in repo or repo.startswith("git@"):
+            return repo
+        return str(self.resolve(repo))
+
+
+def load_config(path: Path) -> ControlPlaneConfig:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    data = load_plain(text)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    data["baseDir"] = str(path.resolve().parent)
+    try:
+        return ControlPlaneConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{path}: {field_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
+        raise ConfigError("\n".join(lines)) from None

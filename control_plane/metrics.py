@@ -1,0 +1,29 @@
+"""The control plane's Prometheus metrics, declared once."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+CONNECTED_PROXIES = Gauge("gatehouse_xds_connected_proxies", "Envoy streams currently open", ["protocol"])
+PUSHES = Counter("gatehouse_xds_pushes_total", "xDS responses sent", ["type"])
+ACKS = Counter("gatehouse_xds_acks_total", "xDS responses Envoy accepted", ["type"])
+NACKS = Counter("gatehouse_xds_nacks_total", "xDS responses Envoy rejected", ["type"])
+CHANGE_TO_PUSH = Histogram(
+    "gatehouse_xds_change_to_push_seconds",
+    "Time from a source change being seen to the first push that carries it",
+    ["type"],
+    buckets=_LATENCY_BUCKETS,
+)
+PUSH_TO_ACK = Histogram(
+    "gatehouse_xds_push_to_ack_seconds", "Time from a push to Envoy's ACK", ["type"], buckets=_LATENCY_BUCKETS
+)
+SNAPSHOTS = Counter("gatehouse_snapshots_total", "Snapshots published", ["reason"])
+ROUTES_TRANSLATED = Counter("gatehouse_routes_translated_total", "Routes translated (cache misses)")
+TRANSLATIONS = Counter("gatehouse_translations_total", "Full route translations run")
+SOURCE_SYNCS = Counter("gatehouse_source_syncs_total", "Source sync attempts", ["source", "result"])
+SOURCE_REJECTIONS = Counter(
+    "gatehouse_source_rejections_total", "Source revisions refused because they were invalid", ["source"]
+)
+ROUTES_LOADED = Gauge("gatehouse_routes", "Routes in the live model", ["source"])

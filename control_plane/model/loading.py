@@ -1,0 +1,98 @@
+"""Route YAML text → validated Routes, or Problems that name file, line, field and reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+import yaml
+from pydantic import ValidationError
+
+from control_plane.errors import Problem
+from control_plane.model.route import Origin, Route
+from control_plane.model.schema import RouteDocument
+from control_plane.model.yaml_documents import Document, load_documents
+
+
+def field_path(loc: Sequence[str | int]) -> str:
+    """('spec', 'backends', 0, 'weight') → "spec.backends[0].weight"."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def _reason(error: dict[str, object]) -> str:
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            message = message[len(prefix) :]
+    if error["type"] == "extra_forbidden":
+        return "unknown field"
+    if error["type"] == "missing":
+        return "required field is missing"
+    return message
+
+
+def validation_problems(exc: ValidationError, location: str, document: Document | None) -> list[Problem]:
+    problems = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(p for p in error["loc"] if isinstance(p, (str, int)))
+        where = f"{location}:{document.line_of(loc)}" if document is not None else location
+        problems.append(Problem(where, field_path(loc), _reason(dict(error))))
+    return problems
+
+
+def route_from_document(data: object, origin: Origin, document: Document | None = None) -> Route:
+    """Validate one parsed document; raises ValidationError (or ValueError for non-objects)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a route document must be a mapping, not {type(data).__name__}")
+    parsed = RouteDocument.model_validate(data)
+    return Route(
+        namespace=parsed.metadata.namespace,
+        name=parsed.metadata.name,
+        spec=parsed.spec,
+        origin=origin,
+    )
+
+
+def parse_route_file(text: str | bytes, origin: Origin) -> tuple[list[Route], list[Problem]]:
+    """Every Route in one YAML stream, plus every problem found in it (all at once)."""
+    routes: list[Route] = []
+    problems: list[Problem] = []
+    try:
+        documents = list(load_documents(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{origin.location}:{mark.line + 1}" if mark is not None else origin.location
+        reason = getattr(exc, "problem", None) or str(exc)
+        return [], [Problem(where, "", f"invalid YAML: {reason}")]
+    for document in documents:
+        doc_origin = replace(origin, line=document.line)
+        try:
+            routes.append(route_from_document(document.data, doc_origin, document))
+        except ValidationError as exc:
+            problems.extend(validation_problems(exc, origin.location, document))
+        except ValueError as exc:
+            problems.append(Problem(f"{origin.location}:{document.line}", "", str(exc)))
+    return routes, problems
+
+
+def duplicate_problems(routes: Iterable[Route]) -> list[Problem]:
+    """Two documents may not define the same namespace/name."""
+    first: dict[str, Route] = {}
+    problems = []
+    for route in routes:
+        other = first.setdefault(route.id, route)
+        if other is not route:
+            problems.append(
+                Problem(
+                    str(route.origin),
+                    "metadata.name",
+                    f"route {route.id} is already defined at {other.origin}",
+                )
+            )
+    return problems

@@ -1,0 +1,345 @@
+"""The route schema: one definition for Git files, CRDs and the chart's OpenAPI schema.
+
+Models are strict (unknown fields are errors, no type coercion) and immutable. Field
+names follow the YAML (camelCase); the Python attribute names are snake_case.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic.alias_generators import to_camel
+
+from control_plane.model.durations import Duration, Rate
+from control_plane.model.paths import check_re2, parse_path
+
+API_VERSION = "gatehouse.io/v1alpha1"
+KIND = "Route"
+
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_HOST = re.compile(rf"^(\*\.)?{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_HEADER_NAME = re.compile(r"^[a-z0-9!#$%&'*+.^_`|~-]+$")
+_SERVICE = re.compile(rf"^{_DNS_LABEL}$")
+_OBJECT_NAME = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_STATUS_CODE = re.compile(r"^[1-5][0-9][0-9]$")
+
+METHODS = ("GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH", "TRACE", "CONNECT")
+IDEMPOTENT_METHODS = ("GET", "HEAD", "OPTIONS", "PUT", "DELETE")
+RETRY_CONDITIONS = (
+    "connect-failure",
+    "reset",
+    "refused-stream",
+    "5xx",
+    "gateway-error",
+    "retriable-4xx",
+    "envoy-ratelimited",
+)
+Method = Literal["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH", "TRACE", "CONNECT"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+    )
+
+
+def _host(value: str) -> str:
+    if value != "*" and not _HOST.match(value):
+        raise ValueError(f"{value!r} is not a lowercase DNS name (a leading '*.' wildcard is allowed)")
+    return value
+
+
+def _header_name(value: str) -> str:
+    if not _HEADER_NAME.match(value):
+        raise ValueError(f"{value!r} is not a lowercase HTTP header name")
+    return value
+
+
+def _settable_header(value: str) -> str:
+    _header_name(value)
+    if value == "host":
+        raise ValueError("'host' cannot be set with headers; it is the routing key")
+    return value
+
+
+def _header_value(value: str) -> str:
+    if any(ch in value for ch in "\r\n\x00"):
+        raise ValueError("header values must not contain CR, LF or NUL")
+    return value
+
+
+def _regex(value: str) -> str:
+    check_re2(value)
+    return value
+
+
+def _path(value: str) -> str:
+    parse_path(value)
+    return value
+
+
+def _prefix(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} must start with '/'")
+    return value
+
+
+def _unique(values: list[str]) -> list[str]:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{value!r} is listed twice")
+        seen.add(value)
+    return values
+
+
+def _retry_condition(value: str) -> str:
+    if value not in RETRY_CONDITIONS and not _STATUS_CODE.match(value):
+        allowed = ", ".join(RETRY_CONDITIONS)
+        raise ValueError(f"{value!r} is not a retry condition; use one of {allowed} or a status code like \"503\"")
+    return value
+
+
+HostName = Annotated[str, AfterValidator(_host)]
+HeaderName = Annotated[str, AfterValidator(_header_name)]
+SettableHeaderName = Annotated[str, AfterValidator(_settable_header)]
+HeaderValue = Annotated[str, AfterValidator(_header_value)]
+Regex = Annotated[str, AfterValidator(_regex)]
+
+
+def _dns_label(value: str) -> str:
+    if len(value) > 63 or not _SERVICE.match(value):
+        raise ValueError(f"{value!r} is not a DNS label (lowercase letters, digits and '-', at most 63)")
+    return value
+
+
+def _object_name(value: str) -> str:
+    if len(value) > 253 or not _OBJECT_NAME.match(value):
+        raise ValueError(f"{value!r} is not a valid name (lowercase letters, digits, '-' and '.')")
+    return value
+
+
+ServiceName = Annotated[
+    str, AfterValidator(_dns_label), WithJsonSchema({"type": "string", "pattern": _SERVICE.pattern, "maxLength": 63})
+]
+Namespace = ServiceName
+ObjectName = Annotated[
+    str,
+    AfterValidator(_object_name),
+    WithJsonSchema({"type": "string", "pattern": _OBJECT_NAME.pattern, "maxLength": 253}),
+]
+
+
+class HeaderMatch(Model):
+    """One request-header condition; exactly one of exact/prefix/regex/present."""
+
+    name: HeaderName
+    exact: HeaderValue | None = None
+    prefix: HeaderValue | None = None
+    regex: Regex | None = None
+    present: bool | None = None
+    invert: bool = False
+
+    @model_validator(mode="after")
+    def _one_matcher(self) -> HeaderMatch:
+        chosen = [k for k in ("exact", "prefix", "regex", "present") if getattr(self, k) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"set exactly one of exact, prefix, regex, present (got {chosen or 'none'})")
+        return self
+
+
+class Match(Model):
+    """Which requests the route takes; exactly one of path/pathPrefix/pathRegex."""
+
+    path: Annotated[str, AfterValidator(_path)] | None = None
+    path_prefix: Annotated[str, AfterValidator(_prefix)] | None = None
+    path_regex: Regex | None = None
+    methods: Annotated[list[Method], AfterValidator(_unique)] = []
+    headers: list[HeaderMatch] = []
+
+    @model_validator(mode="after")
+    def _one_path(self) -> Match:
+        chosen = [k for k in ("path", "pathPrefix", "pathRegex") if getattr(self, to_snake(k)) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"set exactly one of path, pathPrefix, pathRegex (got {chosen or 'none'})")
+        return self
+
+
+class Backend(Model):
+    service: ServiceName
+    port: Annotated[int, Field(ge=1, le=65535)]
+    weight: Annotated[int, Field(ge=0, le=1_000_000)] = 1
+    namespace: Namespace | None = None
+    """Defaults to the route's namespace."""
+
+
+class Rewrite(Model):
+    """Either swap the matched prefix, or apply a regex substitution to the path."""
+
+    prefix: Annotated[str, AfterValidator(_prefix)] | None = None
+    regex: Regex | None = None
+    substitution: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Rewrite:
+        if (self.prefix is None) == (self.regex is None):
+            raise ValueError("set exactly one of prefix or regex")
+        if self.regex is not None and self.substitution is None:
+            raise ValueError("regex needs a substitution")
+        if self.prefix is not None and self.substitution is not None:
+            raise ValueError("substitution only goes with regex")
+        return self
+
+
+class HeaderOps(Model):
+    set: dict[SettableHeaderName, HeaderValue] = Field(default_factory=dict)
+    remove: Annotated[list[SettableHeaderName], AfterValidator(_unique)] = []
+
+
+class HeaderRules(Model):
+    request: HeaderOps = HeaderOps()
+    response: HeaderOps = HeaderOps()
+
+
+class Auth(Model):
+    required: bool = True
+    audiences: list[str] = []
+    scopes: list[str] = []
+    roles: list[str] = []
+
+
+class RateLimit(Model):
+    key: Annotated[str, Field(pattern=r"^(user|ip|apiKey|header:[a-z0-9!#$%&'*+.^_`|~-]+)$")]
+    algorithm: Literal["slidingWindow", "tokenBucket", "fixedWindow"] = "slidingWindow"
+    limit: Annotated[int, Field(ge=1)] | None = None
+    window: Duration | None = None
+    capacity: Annotated[int, Field(ge=1)] | None = None
+    refill: Rate | None = None
+    shadow: bool = False
+
+    @model_validator(mode="after")
+    def _fields_for_algorithm(self) -> RateLimit:
+        if self.algorithm == "tokenBucket":
+            if self.capacity is None or self.refill is None:
+                raise ValueError("tokenBucket needs capacity and refill")
+            if self.limit is not None or self.window is not None:
+                raise ValueError("tokenBucket takes capacity and refill, not limit and window")
+        else:
+            if self.limit is None or self.window is None:
+                raise ValueError(f"{self.algorithm} needs limit and window")
+            if self.capacity is not None or self.refill is not None:
+                raise ValueError(f"{self.algorithm} takes limit and window, not capacity and refill")
+        return self
+
+
+class Timeouts(Model):
+    request: Duration | None = None
+    per_try: Duration | None = None
+    idle: Duration | None = None
+
+    @model_validator(mode="after")
+    def _per_try_within_request(self) -> Timeouts:
+        if self.per_try is not None and self.request is not None and self.per_try > self.request:
+            raise ValueError("perTry must not exceed request")
+        return self
+
+
+class Retries(Model):
+    attempts: Annotated[int, Field(ge=0, le=10)] = 1
+    on: Annotated[
+        list[Annotated[str, AfterValidator(_retry_condition)]], AfterValidator(_unique)
+    ] = ["connect-failure", "refused-stream", "reset"]
+
+
+class CircuitBreaker(Model):
+    max_connections: Annotated[int, Field(ge=1)] | None = None
+    max_pending_requests: Annotated[int, Field(ge=1)] | None = None
+    max_requests: Annotated[int, Field(ge=1)] | None = None
+    max_retries: Annotated[int, Field(ge=0)] | None = None
+
+
+class OutlierDetection(Model):
+    consecutive5xx: Annotated[int, Field(ge=1)] | None = Field(default=None, alias="consecutive5xx")
+    interval: Duration | None = None
+    base_ejection: Duration | None = None
+    max_ejection_percent: Annotated[int, Field(ge=0, le=100)] | None = None
+
+
+class HealthCheck(Model):
+    path: Annotated[str, AfterValidator(_prefix)]
+    interval: Duration = 5000
+    timeout: Duration = 1000
+    healthy_threshold: Annotated[int, Field(ge=1)] = 2
+    unhealthy_threshold: Annotated[int, Field(ge=1)] = 3
+
+
+class Disabled(Model):
+    """Answer directly, without an upstream: a feature flag or a maintenance page."""
+
+    status: Annotated[int, Field(ge=200, le=599)] = 503
+    body: Annotated[str, Field(max_length=4096)] = ""
+
+
+class RouteSpec(Model):
+    hosts: Annotated[list[HostName], AfterValidator(_unique)] = []
+    match: Match
+    backends: list[Backend] = []
+    rewrite: Rewrite | None = None
+    headers: HeaderRules = HeaderRules()
+    auth: Auth = Auth()
+    rate_limits: list[RateLimit] = []
+    timeouts: Timeouts = Timeouts()
+    retries: Retries | None = None
+    circuit_breaker: CircuitBreaker | None = None
+    outlier_detection: OutlierDetection | None = None
+    health_check: HealthCheck | None = None
+    priority: Literal["critical", "high", "normal", "low"] = "normal"
+    disabled: Disabled | None = None
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> RouteSpec:
+        if self.disabled is None:
+            if not self.backends:
+                raise ValueError("backends: at least one backend is required (or set disabled)")
+            if all(b.weight == 0 for b in self.backends):
+                raise ValueError("backends: at least one backend needs a weight above 0")
+        seen: set[tuple[str | None, str, int]] = set()
+        for backend in self.backends:
+            key = (backend.namespace, backend.service, backend.port)
+            if key in seen:
+                raise ValueError(f"backends: {backend.service}:{backend.port} is listed twice")
+            seen.add(key)
+        if self.rewrite is not None and self.rewrite.prefix is not None and self.match.path_regex is not None:
+            raise ValueError("rewrite.prefix: a pathRegex route has no prefix to swap; use rewrite.regex")
+        if self.retries is not None and self.retries.attempts > 0 and self.match.methods:
+            if not set(self.match.methods) & set(IDEMPOTENT_METHODS):
+                methods = ", ".join(self.match.methods)
+                raise ValueError(
+                    f"retries: the route only matches non-idempotent methods ({methods}); "
+                    "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only"
+                )
+        return self
+
+
+class ObjectMeta(Model):
+    name: ObjectName
+    namespace: Namespace = "default"
+
+
+class RouteDocument(Model):
+    """A whole Route as written in a file or stored as a custom resource."""
+
+    api_version: Literal["gatehouse.io/v1alpha1"]
+    kind: Literal["Route"]
+    metadata: ObjectMeta
+    spec: RouteSpec
+
+
+def to_snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

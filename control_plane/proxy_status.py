@@ -1,0 +1,128 @@
+"""Connected Envoys, what each has ACKed, and every NACK with the routes behind it.
+
+This is what `gatehouse status` and the admin endpoint show, and where NACKs become a
+log line and a metric instead of something only visible in Envoy's own log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from control_plane import metrics
+from control_plane.cache.snapshot import Snapshot
+from control_plane.cache.types import ResourceType
+from control_plane.nack_attribution import attribute_nack
+
+log = structlog.get_logger(component="xds")
+
+
+@dataclass
+class Nack:
+    node_id: str
+    group: str
+    type: str
+    version: str
+    error: str
+    routes: list[dict[str, str]]
+    at: float = field(default_factory=time.time)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node_id,
+            "cluster": self.group,
+            "type": self.type,
+            "version": self.version,
+            "error": self.error,
+            "routes": self.routes,
+            "at": self.at,
+        }
+
+
+@dataclass
+class Proxy:
+    stream_id: int
+    node_id: str
+    group: str
+    protocol: str
+    connected_at: float = field(default_factory=time.time)
+    acked: dict[str, str] = field(default_factory=dict)
+    nacked: dict[str, Nack] = field(default_factory=dict)
+
+
+class ProxyStatus:
+    def __init__(self, history: int = 100) -> None:
+        self._ids = itertools.count(1)
+        self.proxies: dict[int, Proxy] = {}
+        self.nacks: deque[Nack] = deque(maxlen=history)
+
+    def connected(self, node_id: str, group: str, protocol: str) -> Proxy:
+        proxy = Proxy(next(self._ids), node_id, group, protocol)
+        self.proxies[proxy.stream_id] = proxy
+        metrics.CONNECTED_PROXIES.labels(protocol).inc()
+        log.info("xds_connected", node=node_id, cluster=group, protocol=protocol)
+        return proxy
+
+    def disconnected(self, proxy: Proxy) -> None:
+        if self.proxies.pop(proxy.stream_id, None) is not None:
+            metrics.CONNECTED_PROXIES.labels(proxy.protocol).dec()
+            log.info("xds_disconnected", node=proxy.node_id, cluster=proxy.group)
+
+    def acked(self, proxy: Proxy, kind: ResourceType, version: str, pushed_at: float) -> None:
+        proxy.acked[kind.short] = version
+        proxy.nacked.pop(kind.short, None)
+        metrics.ACKS.labels(kind.short).inc()
+        metrics.PUSH_TO_ACK.labels(kind.short).observe(time.monotonic() - pushed_at)
+
+    def nacked(
+        self,
+        proxy: Proxy,
+        kind: ResourceType,
+        version: str,
+        error: str,
+        refused: Snapshot,
+        accepted: Snapshot | None,
+    ) -> Nack:
+        routes = attribute_nack(kind, error, refused, accepted)
+        nack = Nack(
+            node_id=proxy.node_id,
+            group=proxy.group,
+            type=kind.short,
+            version=version,
+            error=error,
+            routes=[{"route": r.id, "origin": str(r.origin)} for r in routes],
+        )
+        proxy.nacked[kind.short] = nack
+        self.nacks.append(nack)
+        metrics.NACKS.labels(kind.short).inc()
+        log.error(
+            "xds_nack",
+            node=proxy.node_id,
+            cluster=proxy.group,
+            type=kind.short,
+            version=version,
+            error=error,
+            routes=[f"{r['route']} ({r['origin']})" for r in nack.routes],
+        )
+        return nack
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "proxies": [
+                {
+                    "node": p.node_id,
+                    "cluster": p.group,
+                    "protocol": p.protocol,
+                    "connected_at": p.connected_at,
+                    "acked": dict(p.acked),
+                    "nacked": {k: v.as_dict() for k, v in p.nacked.items()},
+                }
+                for p in self.proxies.values()
+            ],
+            "nacks": [n.as_dict() for n in self.nacks],
+        }

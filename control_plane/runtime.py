@@ -1,0 +1,269 @@
+"""The running control plane: sources → model → translator → cache → ADS, plus admin HTTP.
+
+Two paths lead to a new snapshot:
+
+- routes changed: merge every source's last good set, translate (in a worker thread, so
+  ADS streams keep being served), rebuild endpoints for the clusters now in use;
+- endpoints changed: rebuild only the affected EDS resources on top of the current
+  snapshot. No route is translated and CDS/LDS/RDS keep their versions, so only EDS is
+  pushed.
+
+No snapshot is published before every source has finished its first sync, so Envoy never
+sees routes without their endpoints at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any
+
+import structlog
+from aiohttp import web
+
+from control_plane import metrics
+from control_plane.cache.snapshot import Snapshot
+from control_plane.cache.snapshot_cache import SnapshotCache
+from control_plane.config import ControlPlaneConfig
+from control_plane.debounce import Debouncer
+from control_plane.model.route import Route
+from control_plane.proxy_status import ProxyStatus
+from control_plane.render import resource_data
+from control_plane.server.ads import build_server
+from control_plane.sources.base import RouteSet
+from control_plane.sources.git import GitSettings, GitSource
+from control_plane.sources.static_endpoints import StaticEndpointsSource
+from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
+from control_plane.translator.pipeline import GatewaySettings, RouteTranslator, Translation
+from gatehouse.admin_http import AdminServer
+
+log = structlog.get_logger(component="control_plane")
+
+
+class _NoEndpoints:
+    def endpoints_for(self, ref: ClusterRef) -> tuple[Endpoint, ...]:
+        return ()
+
+
+class ControlPlane:
+    def __init__(self, config: ControlPlaneConfig) -> None:
+        self.config = config
+        self.cache = SnapshotCache()
+        self.status = ProxyStatus()
+        self._routes = RouteTranslator(
+            GatewaySettings(config.gateway.listener_address, config.gateway.listener_port)
+        )
+        self._endpoints = EndpointTranslator()
+        self._route_sets: dict[str, RouteSet] = {}
+        self._table: EndpointTable = _NoEndpoints()
+        self._translation: Translation | None = None
+        self._git = [
+            GitSource(
+                GitSettings(
+                    name=repo.name,
+                    repo=config.repo_location(repo.repo),
+                    branch=repo.branch,
+                    path=repo.path,
+                    poll_interval=repo.poll_interval / 1000,
+                    fetch_timeout=repo.fetch_timeout / 1000,
+                    **({"cache_dir": config.resolve(repo.cache_dir)} if repo.cache_dir else {}),
+                )
+            )
+            for repo in config.sources.git
+        ]
+        static = config.sources.static_endpoints
+        self._static = (
+            StaticEndpointsSource(config.resolve(static.file), poll_interval=static.poll_interval / 1000)
+            if static is not None
+            else None
+        )
+        quiet, max_delay = config.debounce.quiet / 1000, config.debounce.max_delay / 1000
+        self._route_debounce = Debouncer(self._rebuild_routes, quiet=quiet, max_delay=max_delay)
+        self._endpoint_debounce = Debouncer(self._rebuild_endpoints, quiet=min(quiet, 0.005), max_delay=max_delay)
+        self._pending_sources = {g.name for g in self._git} | ({self._static.name} if self._static else set())
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._started = time.monotonic()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def run(self) -> None:
+        grpc_server = build_server(self.cache, self.status, self.config.xds.address)
+        admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=self._admin_routes())
+        await grpc_server.start()
+        await admin.start()
+        log.info("control_plane_started", xds=self.config.xds.address, admin=self.config.admin.address)
+        try:
+            self._tasks = [
+                asyncio.create_task(self._route_debounce.run(), name="route-debounce"),
+                asyncio.create_task(self._endpoint_debounce.run(), name="endpoint-debounce"),
+                *(asyncio.create_task(g.run(self._on_routes), name=f"git:{g.name}") for g in self._git),
+                *(asyncio.create_task(self._await_first_sync(g), name=f"git-first:{g.name}") for g in self._git),
+            ]
+            if self._static is not None:
+                self._tasks.append(asyncio.create_task(self._run_static(self._static), name="static-endpoints"))
+            await asyncio.gather(*self._tasks)
+        finally:
+            for task in self._tasks:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            await admin.stop()
+            await grpc_server.stop(grace=1.0)
+
+    async def _await_first_sync(self, source: GitSource) -> None:
+        """A first commit that was rejected still completes the first sync (with no routes)."""
+        await source.synced.wait()
+        self._source_synced(source.name)
+
+    async def _run_static(self, source: StaticEndpointsSource) -> None:
+        source.poll(self._on_endpoints)
+        self._source_synced(source.name)
+        await source.run(self._on_endpoints)
+
+    def readiness(self) -> tuple[bool, str]:
+        if self._pending_sources:
+            return False, "waiting for first sync of: " + ", ".join(sorted(self._pending_sources))
+        if self.cache.current("*") is None:
+            return False, "no snapshot yet"
+        return True, "ready"
+
+    # -- source callbacks ----------------------------------------------------------
+
+    def _on_routes(self, route_set: RouteSet) -> None:
+        self._route_sets[route_set.source] = route_set
+        self._source_synced(route_set.source)
+        self._route_debounce.poke(route_set.seen_at)
+
+    def _on_endpoints(self, table: EndpointTable, seen_at: float) -> None:
+        self._table = table
+        if self._translation is not None:
+            self._endpoint_debounce.poke(seen_at)
+
+    def _source_synced(self, name: str) -> None:
+        if name in self._pending_sources:
+            self._pending_sources.discard(name)
+            if not self._pending_sources:
+                log.info("first_sync_complete", seconds=round(time.monotonic() - self._started, 3))
+                self._route_debounce.poke()
+
+    # -- rebuilds ------------------------------------------------------------------
+
+    def merged_routes(self) -> list[Route]:
+        routes: dict[str, Route] = {}
+        for name in sorted(self._route_sets):
+            for route in self._route_sets[name].routes:
+                other = routes.setdefault(route.id, route)
+                if other is not route:
+                    log.error(
+                        "route_conflict", route=route.id, kept=str(other.origin), ignored=str(route.origin)
+                    )
+        return list(routes.values())
+
+    async def _rebuild_routes(self, seen_at: float) -> None:
+        if self._pending_sources:
+            return
+        routes = self.merged_routes()
+        started = time.monotonic()
+        before = self._routes.translated_routes
+        translation = await asyncio.to_thread(self._routes.translate, routes)
+        metrics.TRANSLATIONS.inc()
+        metrics.ROUTES_TRANSLATED.inc(self._routes.translated_routes - before)
+        endpoints = self._endpoints.translate(translation.cluster_refs, self._table)
+        snapshot = Snapshot.build(
+            clusters=translation.clusters,
+            endpoints=endpoints,
+            listeners=translation.listeners,
+            routes=translation.routes,
+            model=translation.model,
+            changed_at=seen_at,
+        )
+        self._publish(snapshot, "routes")
+        self._translation = translation
+        log.info(
+            "snapshot_published",
+            reason="routes",
+            version=snapshot.version,
+            routes=len(routes),
+            clusters=len(translation.clusters),
+            translate_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+
+    async def _rebuild_endpoints(self, seen_at: float) -> None:
+        current = self.cache.current("*")
+        if current is None or self._translation is None:
+            return
+        endpoints = self._endpoints.translate(self._translation.cluster_refs, self._table)
+        snapshot = current.with_endpoints(endpoints, changed_at=seen_at)
+        if snapshot.version != current.version:
+            self._publish(snapshot, "endpoints")
+            log.info("snapshot_published", reason="endpoints", version=snapshot.version)
+
+    def _publish(self, snapshot: Snapshot, reason: str) -> None:
+        problems = snapshot.inconsistencies()
+        if problems:
+            log.error("snapshot_inconsistent", problems=problems[:20], reason=reason)
+            return
+        self.cache.set_snapshot(snapshot)
+        metrics.SNAPSHOTS.labels(reason).inc()
+
+    # -- admin HTTP ----------------------------------------------------------------
+
+    def _admin_routes(self) -> list[web.RouteDef]:
+        return [
+            web.post("/sync", self._http_sync),
+            web.get("/status", self._http_status),
+            web.get("/config", self._http_config),
+        ]
+
+    async def _http_sync(self, request: web.Request) -> web.Response:
+        """Sync every Git source now (a webhook target). ?wait=0 returns at once."""
+        if request.query.get("wait", "1") == "0":
+            for source in self._git:
+                source.trigger()
+            return web.json_response({"triggered": [g.name for g in self._git]}, status=202)
+        results = {}
+        for source in self._git:
+            try:
+                results[source.name] = (await source.sync()).as_dict()
+            except Exception as exc:  # noqa: BLE001 - reported to the caller, source keeps polling
+                results[source.name] = {"error": str(exc)}
+        return web.json_response({"sources": results})
+
+    async def _http_status(self, _: web.Request) -> web.Response:
+        snapshot = self.cache.current("*")
+        ready, reason = self.readiness()
+        body = {
+            "ready": ready,
+            "reason": reason,
+            "snapshot": _snapshot_summary(snapshot),
+            "sources": [g.status() for g in self._git] + ([self._static.status()] if self._static else []),
+            **self.status.as_dict(),
+        }
+        return web.json_response(body)
+
+    async def _http_config(self, request: web.Request) -> web.Response:
+        snapshot = self.cache.current(request.query.get("cluster", "*"))
+        if snapshot is None:
+            return web.json_response({"error": "no snapshot yet"}, status=503)
+        wanted = request.query.get("type")
+        out = {}
+        for kind in snapshot.versions:
+            if wanted and kind.short != wanted.upper():
+                continue
+            out[kind.short] = [resource_data(r) for r in snapshot.of(kind).values()]
+        return web.json_response(out)
+
+
+def _snapshot_summary(snapshot: Snapshot | None) -> dict[str, Any] | None:
+    if snapshot is None:
+        return None
+    return {
+        "version": snapshot.version,
+        "types": {
+            kind.short: {"version": version, "resources": len(snapshot.of(kind))}
+            for kind, version in snapshot.versions.items()
+        },
+        "routes": len(snapshot.model),
+    }
+

@@ -1,0 +1,166 @@
+"""What one Envoy has, what it asked for, and what it should get next.
+
+Both protocol variants (state of the world and delta) keep this state and ask ``plan``
+what to send; only the wire format differs. Planning enforces make-before-break:
+
+- a route configuration that points at a new cluster is held back until Envoy has ACKed
+  that cluster and its endpoints;
+- a cluster that Envoy's current routes still use is kept in CDS until Envoy has ACKed
+  routes that no longer use it.
+
+One response per type is in flight at a time; the next is planned once Envoy ACKs or
+NACKs it. A NACKed set is not sent again: the next send waits for a new snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from control_plane.cache.resource import Resource
+from control_plane.cache.snapshot import Snapshot, set_version
+from control_plane.cache.types import ResourceType
+
+WILDCARD = "*"
+
+
+@dataclass
+class Inflight:
+    nonce: str
+    version: str
+    target: dict[str, Resource]
+    """The client's whole state of this type once it applies the response."""
+    snapshot: Snapshot
+    sent_at: float
+
+
+@dataclass
+class TypeState:
+    kind: ResourceType
+    wildcard: bool = False
+    names: set[str] = field(default_factory=set)
+    requested: bool = False
+    """Envoy has asked for this type at least once on this stream."""
+    acked: dict[str, Resource] = field(default_factory=dict)
+    acked_version: str = ""
+    acked_snapshot: Snapshot | None = None
+    inflight: Inflight | None = None
+    last_sent_version: str = ""
+    nacked_version: str = ""
+
+    def subscribed(self, name: str) -> bool:
+        return self.wildcard or name in self.names
+
+    def acknowledge(self) -> Inflight | None:
+        done = self.inflight
+        if done is not None:
+            self.acked = done.target
+            self.acked_version = done.version
+            self.acked_snapshot = done.snapshot
+            self.inflight = None
+            self.nacked_version = ""
+        return done
+
+    def reject(self) -> Inflight | None:
+        done = self.inflight
+        if done is not None:
+            self.nacked_version = done.version
+            self.inflight = None
+        return done
+
+
+@dataclass(frozen=True)
+class Plan:
+    kind: ResourceType
+    version: str
+    target: dict[str, Resource]
+    changed: list[Resource]
+    """Resources the client lacks or has at another version."""
+    removed: list[str]
+    """Names the client has that the target drops (delta only; SotW removes by omission)."""
+
+
+class StreamState:
+    def __init__(self, *, full_state_for_wildcard: bool) -> None:
+        self.types = {kind: TypeState(kind) for kind in ResourceType}
+        self._full_state_for_wildcard = full_state_for_wildcard
+
+    def __getitem__(self, kind: ResourceType) -> TypeState:
+        return self.types[kind]
+
+    def plan(self, kind: ResourceType, snapshot: Snapshot) -> Plan | None:
+        """The next response for ``kind``, or None if there is nothing (safe) to send."""
+        state = self.types[kind]
+        if not state.requested or state.inflight is not None:
+            return None
+        target = self._target(kind, snapshot)
+        version = set_version(target.values())
+        if version in (state.acked_version, state.nacked_version):
+            return None
+        changed = [r for name, r in target.items() if _differs(state.acked.get(name), r)]
+        removed = [name for name in state.acked if name not in target]
+        if not changed and not removed and not (kind.wildcard and self._full_state_for_wildcard):
+            # Nothing to transmit (e.g. a subscription shrank). An empty RDS/EDS response
+            # would also let a warming listener start with no routes, so send none.
+            state.acked = target
+            state.acked_version = version
+            return None
+        return Plan(kind, version, target, changed, removed)
+
+    def _target(self, kind: ResourceType, snapshot: Snapshot) -> dict[str, Resource]:
+        state = self.types[kind]
+        desired = snapshot.of(kind)
+        if kind is ResourceType.CLUSTER:
+            target = dict(desired)
+            in_use = self._clusters_in_use()
+            for name, resource in state.acked.items():
+                if name not in target and name in in_use:
+                    target[name] = resource
+            return target
+        if kind is ResourceType.LISTENER:
+            return dict(desired)
+        target = {}
+        names = desired.keys() | state.acked.keys() if state.wildcard else state.names
+        live_clusters = self._cluster_names() if kind is ResourceType.ENDPOINT else set()
+        for name in sorted(names):
+            new = desired.get(name)
+            old = state.acked.get(name)
+            if kind is ResourceType.ENDPOINT:
+                # Endpoints of a cluster kept for make-before-break stay until it goes.
+                chosen = new if new is not None else (old if name in live_clusters else None)
+            elif new is not None and self._clusters_ready(new.references):
+                chosen = new
+            else:
+                chosen = old
+            if chosen is not None:
+                target[name] = chosen
+        return target
+
+    def _clusters_in_use(self) -> set[str]:
+        """Clusters that routes Envoy has applied, or is about to apply, point at."""
+        routes = self.types[ResourceType.ROUTE]
+        in_use = {c for r in routes.acked.values() for c in r.references}
+        if routes.inflight is not None:
+            in_use.update(c for r in routes.inflight.target.values() for c in r.references)
+        return in_use
+
+    def _cluster_names(self) -> set[str]:
+        clusters = self.types[ResourceType.CLUSTER]
+        names = set(clusters.acked)
+        if clusters.inflight is not None:
+            names.update(clusters.inflight.target)
+        return names
+
+    def _clusters_ready(self, names: tuple[str, ...]) -> bool:
+        """Envoy has each cluster and its endpoints, or will not get them until config changes."""
+        clusters = self.types[ResourceType.CLUSTER]
+        endpoints = self.types[ResourceType.ENDPOINT]
+        settled = clusters.inflight is None and endpoints.inflight is None and bool(
+            clusters.nacked_version or endpoints.nacked_version
+        )
+        if settled:
+            return True
+        return all(name in clusters.acked and name in endpoints.acked for name in names)
+
+
+def _differs(old: Resource | None, new: Resource) -> bool:
+    return old is None or old.version != new.version

@@ -1,0 +1,186 @@
+"""Routes from a Git repository: a local path or URL, one branch, one subdirectory.
+
+Each commit is taken whole or not at all. An invalid file keeps the last good commit
+live and leaves an error naming the commit, file, line, field and reason. Files are
+parsed once per content (path + blob id), so a commit that changes one file re-parses
+one file and yields the same Route objects for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from control_plane import metrics
+from control_plane.errors import Problem, SourceError
+from control_plane.model.loading import duplicate_problems, parse_route_file
+from control_plane.model.route import Origin, Route
+from control_plane.sources.base import PublishRoutes, RouteSet
+from control_plane.sources.git_cli import TreeEntry, git, list_tree, read_blobs
+
+log = structlog.get_logger(component="source.git")
+
+ROUTE_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass
+class SyncResult:
+    commit: str
+    accepted: bool
+    changed: bool
+    problems: list[Problem] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "commit": self.commit,
+            "accepted": self.accepted,
+            "changed": self.changed,
+            "problems": [str(p) for p in self.problems],
+        }
+
+
+@dataclass(frozen=True)
+class GitSettings:
+    name: str
+    repo: str
+    branch: str = "main"
+    path: str = ""
+    poll_interval: float = 1.0
+    fetch_timeout: float = 30.0
+    cache_dir: Path = Path.home() / ".cache" / "gatehouse" / "git"
+
+
+class GitSource:
+    def __init__(self, settings: GitSettings) -> None:
+        self.name = settings.name
+        self._settings = settings
+        key = hashlib.sha256(f"{settings.repo}\0{settings.branch}".encode()).hexdigest()[:16]
+        self._mirror = settings.cache_dir / key
+        self._lock = asyncio.Lock()
+        self._wakeup = asyncio.Event()
+        self._files: dict[tuple[str, str], tuple[list[Route], list[Problem]]] = {}
+        self._seen = ""
+        self._accepted = ""
+        self._accepted_routes = 0
+        self._rejected: SyncResult | None = None
+        self._last_error = ""
+        self._last_sync = 0.0
+        self._publish: PublishRoutes | None = None
+        self.synced = asyncio.Event()
+        """Set once the first commit has been applied or rejected."""
+
+    async def run(self, publish: PublishRoutes) -> None:
+        self._publish = publish
+        while True:
+            try:
+                await self.sync()
+            except SourceError as exc:
+                self._last_error = str(exc)
+                metrics.SOURCE_SYNCS.labels(self.name, "error").inc()
+                log.warning("git_sync_failed", source=self.name, error=str(exc))
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), self._settings.poll_interval)
+            except asyncio.TimeoutError:
+                pass
+            self._wakeup.clear()
+
+    def trigger(self) -> None:
+        """Sync now instead of at the next poll (a webhook calls this)."""
+        self._wakeup.set()
+
+    async def sync(self) -> SyncResult:
+        """Fetch, and apply the branch head if it moved. Serialised with the poll loop."""
+        async with self._lock:
+            seen_at = time.monotonic()
+            await self._fetch()
+            commit = (await git("rev-parse", "--verify", self._ref + "^{commit}", cwd=self._mirror)).decode().strip()
+            self._last_sync = time.time()
+            self._last_error = ""
+            if commit == self._seen:
+                metrics.SOURCE_SYNCS.labels(self.name, "unchanged").inc()
+                return SyncResult(commit, accepted=commit == self._accepted, changed=False)
+            result = await self._load(commit, seen_at)
+            self._seen = commit
+            self.synced.set()
+            return result
+
+    @property
+    def _ref(self) -> str:
+        return f"refs/heads/{self._settings.branch}"
+
+    async def _fetch(self) -> None:
+        if not (self._mirror / "HEAD").exists():
+            self._mirror.mkdir(parents=True, exist_ok=True)
+            await git("init", "--bare", "--quiet", str(self._mirror))
+        await git(
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--force",
+            self._settings.repo,
+            f"+{self._ref}:{self._ref}",
+            cwd=self._mirror,
+            timeout=self._settings.fetch_timeout,
+        )
+
+    async def _load(self, commit: str, seen_at: float) -> SyncResult:
+        entries = [e for e in await list_tree(self._mirror, commit, self._settings.path) if e.path.endswith(ROUTE_SUFFIXES)]
+        missing = [e for e in entries if (e.path, e.blob) not in self._files]
+        contents = await read_blobs(self._mirror, sorted({e.blob for e in missing}))
+        parsed = await asyncio.to_thread(self._parse, missing, contents, commit)
+        files = {(e.path, e.blob): self._files.get((e.path, e.blob)) or parsed[(e.path, e.blob)] for e in entries}
+        self._files = files
+        routes = [route for file_routes, _ in files.values() for route in file_routes]
+        problems = [problem for _, file_problems in files.values() for problem in file_problems]
+        problems.extend(duplicate_problems(routes))
+        if problems:
+            result = SyncResult(commit, accepted=False, changed=True, problems=problems)
+            self._rejected = result
+            metrics.SOURCE_REJECTIONS.labels(self.name).inc()
+            metrics.SOURCE_SYNCS.labels(self.name, "rejected").inc()
+            log.error(
+                "git_commit_rejected",
+                source=self.name,
+                commit=commit,
+                serving=self._accepted or None,
+                problems=[str(p) for p in problems],
+            )
+            return result
+        self._accepted = commit
+        self._accepted_routes = len(routes)
+        self._rejected = None
+        metrics.SOURCE_SYNCS.labels(self.name, "applied").inc()
+        metrics.ROUTES_LOADED.labels(self.name).set(len(routes))
+        log.info("git_commit_applied", source=self.name, commit=commit, routes=len(routes))
+        if self._publish is not None:
+            self._publish(RouteSet(self.name, commit, tuple(routes), seen_at))
+        return SyncResult(commit, accepted=True, changed=True)
+
+    def _parse(
+        self, entries: list[TreeEntry], contents: dict[str, bytes], commit: str
+    ) -> dict[tuple[str, str], tuple[list[Route], list[Problem]]]:
+        return {
+            (entry.path, entry.blob): parse_route_file(contents[entry.blob], Origin("git", entry.path, commit))
+            for entry in entries
+        }
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": "git",
+            "repo": self._settings.repo,
+            "branch": self._settings.branch,
+            "path": self._settings.path,
+            "serving": self._accepted or None,
+            "routes": self._accepted_routes,
+            "latest": self._seen or None,
+            "rejected": self._rejected.as_dict() if self._rejected else None,
+            "error": self._last_error or None,
+            "last_sync": self._last_sync or None,
+        }

@@ -1,0 +1,51 @@
+"""The gateway's HTTP listener: one HTTP connection manager that takes its routes over RDS."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control_plane.translator.messages import Listener, parse
+from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME
+
+HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+
+
+def http_connection_manager() -> dict[str, Any]:
+    return {
+        "@type": HCM_TYPE,
+        "stat_prefix": "gatehouse",
+        "codec_type": "AUTO",
+        "rds": {
+            "route_config_name": ROUTE_CONFIG_NAME,
+            "config_source": {"ads": {}, "resource_api_version": "V3"},
+        },
+        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}}],
+        # The gateway is the edge: the client address is the peer, never a forwarded header.
+        "use_remote_address": True,
+        # One canonical path before matching, so /a/../admin or //admin cannot dodge a route.
+        "normalize_path": True,
+        "merge_slashes": True,
+        "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
+        "strip_any_host_port": True,
+        # x_user_id must not pass as a second spelling of x-user-id.
+        "common_http_protocol_options": {"headers_with_underscores_action": "REJECT_REQUEST"},
+    }
+
+
+def http_listener(address: str, port: int) -> Listener:
+    data: dict[str, Any] = {
+        "name": LISTENER_NAME,
+        "address": {"socket_address": {"address": address, "port_value": port}},
+        "filter_chains": [
+            {
+                "filters": [
+                    {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "typed_config": http_connection_manager(),
+                    }
+                ]
+            }
+        ],
+    }
+    return parse(Listener, data)

@@ -1,0 +1,41 @@
+"""Dicts shaped like Envoy's documented JSON → typed messages.
+
+``ParseDict`` rejects unknown fields, so a typo in the translator fails loudly in tests
+instead of reaching Envoy. Importing the extension modules registers their types for
+``@type`` in ``typed_config``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from envoy.config.cluster.v3 import cluster_pb2
+from envoy.config.endpoint.v3 import endpoint_pb2
+from envoy.config.listener.v3 import listener_pb2
+from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
+from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
+from envoy.extensions.path.match.uri_template.v3 import uri_template_match_pb2  # noqa: F401
+from envoy.extensions.path.rewrite.uri_template.v3 import uri_template_rewrite_pb2  # noqa: F401
+from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2  # noqa: F401
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+M = TypeVar("M", bound=Message)
+
+Cluster = cluster_pb2.Cluster
+ClusterLoadAssignment = endpoint_pb2.ClusterLoadAssignment
+Listener = listener_pb2.Listener
+RouteConfiguration = route_pb2.RouteConfiguration
+VirtualHost = route_components_pb2.VirtualHost
+RouteEntry = route_components_pb2.Route
+HttpConnectionManager = http_connection_manager_pb2.HttpConnectionManager
+
+
+def type_url(message: type[Message]) -> str:
+    return f"type.googleapis.com/{message.DESCRIPTOR.full_name}"
+
+
+def parse(kind: type[M], data: dict[str, Any]) -> M:
+    message: M = json_format.ParseDict(data, kind())
+    return message

@@ -1,0 +1,114 @@
+"""The translator's one entry point: routes in, Envoy resources out.
+
+Each route's Envoy entries are cached by route identity (an unchanged source document
+yields the same Route object), so a commit that touches one route re-translates one
+route, not ten thousand. The cache holds only the routes of the latest call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from control_plane.cache.resource import Resource
+from control_plane.cache.types import ResourceType
+from control_plane.model.ordering import most_specific_first
+from control_plane.model.route import Route
+from control_plane.translator.clusters import cluster
+from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
+from control_plane.translator.listeners import http_listener
+from control_plane.translator.messages import RouteEntry
+from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, ClusterRef
+from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    listener_address: str = "0.0.0.0"
+    listener_port: int = 8080
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Everything but endpoints; endpoints come from ``endpoint_resources`` on their own path."""
+
+    listeners: tuple[Resource, ...]
+    routes: tuple[Resource, ...]
+    clusters: tuple[Resource, ...]
+    cluster_refs: tuple[ClusterRef, ...]
+    model: tuple[Route, ...]
+
+
+class RouteTranslator:
+    def __init__(self, settings: GatewaySettings) -> None:
+        self._settings = settings
+        self._entries: dict[Route, list[RouteEntry]] = {}
+        self._clusters: dict[ClusterRef, Resource] = {}
+        self._listener = Resource.from_message(
+            ResourceType.LISTENER,
+            LISTENER_NAME,
+            http_listener(settings.listener_address, settings.listener_port),
+            references=(ROUTE_CONFIG_NAME,),
+        )
+        self.translated_routes = 0
+        """How many routes were translated (not served from cache), for tests and metrics."""
+
+    def translate(self, routes: list[Route]) -> Translation:
+        ordered = most_specific_first(routes)
+        entries: dict[Route, list[RouteEntry]] = {}
+        for route in ordered:
+            cached = self._entries.get(route)
+            if cached is None:
+                cached = route_entries(route)
+                self.translated_routes += 1
+            entries[route] = cached
+        self._entries = entries
+
+        users: dict[ClusterRef, list[str]] = {}
+        for route in ordered:
+            for ref in cluster_refs(route):
+                users.setdefault(ref, []).append(route.id)
+        refs = tuple(sorted(users))
+        self._clusters = {
+            ref: self._clusters.get(ref) or Resource.from_message(ResourceType.CLUSTER, ref.name, cluster(ref))
+            for ref in refs
+        }
+        clusters = tuple(
+            Resource(
+                r.type, r.name, r.body, r.version, provenance=tuple(sorted(users[ref])), references=(r.name,)
+            )
+            for ref, r in self._clusters.items()
+        )
+        config = route_configuration(ordered, entries)
+        route_resource = Resource.from_message(
+            ResourceType.ROUTE,
+            ROUTE_CONFIG_NAME,
+            config,
+            provenance=tuple(route.id for route in ordered),
+            references=tuple(ref.name for ref in refs),
+        )
+        return Translation(
+            listeners=(self._listener,),
+            routes=(route_resource,),
+            clusters=clusters,
+            cluster_refs=refs,
+            model=tuple(ordered),
+        )
+
+
+class EndpointTranslator:
+    """Endpoint tables → EDS resources, rebuilding only clusters whose endpoints changed."""
+
+    def __init__(self) -> None:
+        self._cache: dict[ClusterRef, tuple[tuple[Endpoint, ...], Resource]] = {}
+
+    def translate(self, refs: tuple[ClusterRef, ...], table: EndpointTable) -> list[Resource]:
+        fresh: dict[ClusterRef, tuple[tuple[Endpoint, ...], Resource]] = {}
+        for ref in refs:
+            endpoints = table.endpoints_for(ref)
+            cached = self._cache.get(ref)
+            if cached is None or cached[0] != endpoints:
+                assignment = load_assignment(ref, endpoints)
+                cached = (endpoints, Resource.from_message(ResourceType.ENDPOINT, ref.name, assignment))
+            fresh[ref] = cached
+        self._cache = fresh
+        return [resource for _, resource in fresh.values()]

@@ -1,0 +1,105 @@
+"""Sample upstream service: answers any request with JSON describing what it received.
+
+Used by the local dev stack and by integration tests to prove where Envoy sent
+a request (the `x-upstream` header and the echoed path and headers). It logs
+nothing per request because load tests run through it.
+
+    python examples/upstream/echo.py --name order-service --port 18081 [--host 127.0.0.1]
+
+Query parameters, for resilience tests:
+    ?status=NNN   answer with that status (200-599)
+    ?delay=0.5    sleep that many seconds (at most 60) before answering
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from aiohttp import web
+
+MAX_DELAY = 60.0
+NAME_KEY = web.AppKey("upstream_name", str)
+_NO_BODY_STATUSES = {204, 304}
+
+
+def _echo_status(request: web.Request) -> int:
+    raw = request.query.get("status")
+    if raw is None:
+        return 200
+    try:
+        status = int(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"status must be an integer, got {raw!r}\n") from None
+    if not 200 <= status <= 599:
+        raise web.HTTPBadRequest(text=f"status must be 200-599, got {status}\n")
+    return status
+
+
+def _echo_delay(request: web.Request) -> float:
+    raw = request.query.get("delay")
+    if raw is None:
+        return 0.0
+    try:
+        delay = float(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"delay must be a number, got {raw!r}\n") from None
+    if not 0.0 <= delay <= MAX_DELAY:
+        raise web.HTTPBadRequest(text=f"delay must be 0-{MAX_DELAY}, got {delay}\n")
+    return delay
+
+
+async def echo(request: web.Request) -> web.StreamResponse:
+    """Describe the request: upstream name, method, raw path with query, headers."""
+    name = request.app[NAME_KEY]
+    if request.method == "GET" and request.path == "/health":
+        return web.Response(text="ok", headers={"x-upstream": name})
+    status = _echo_status(request)
+    delay = _echo_delay(request)
+    if delay:
+        await asyncio.sleep(delay)
+    headers: dict[str, str] = {}
+    for key, value in request.headers.items():
+        lowered = key.lower()
+        headers[lowered] = f"{headers[lowered]}, {value}" if lowered in headers else value
+    response_headers = {"x-upstream": name}
+    if status in _NO_BODY_STATUSES:
+        return web.Response(status=status, headers=response_headers)
+    body = {
+        "upstream": name,
+        "method": request.method,
+        "path": request.raw_path,
+        "headers": headers,
+    }
+    return web.json_response(body, status=status, headers=response_headers)
+
+
+def build_app(name: str) -> web.Application:
+    app = web.Application()
+    app[NAME_KEY] = name
+    app.router.add_route("*", "/{tail:.*}", echo)
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--name", required=True, help="service name, echoed as x-upstream")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    print(f"echo upstream {args.name} listening on {args.host}:{args.port}", file=sys.stderr, flush=True)
+    # run_app turns SIGTERM/SIGINT into a graceful shutdown; keep it short so
+    # that stopping a service with open keep-alive connections is quick.
+    web.run_app(
+        build_app(args.name),
+        host=args.host,
+        port=args.port,
+        access_log=None,
+        print=None,
+        shutdown_timeout=2.0,
+    )
+
+
+if __name__ == "__main__":
+    main()

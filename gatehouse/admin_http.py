@@ -1,0 +1,50 @@
+"""The HTTP side every Gatehouse service exposes: /healthz, /readyz, /metrics, plus its own.
+
+aiohttp, because the services are asyncio processes and this must not take a thread or
+block the loop; prometheus-client renders the metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+Readiness = Callable[[], tuple[bool, str]]
+
+
+class AdminServer:
+    def __init__(self, address: str, *, readiness: Readiness, routes: list[web.RouteDef] | None = None) -> None:
+        host, _, port = address.rpartition(":")
+        self._host = host.strip("[]") or "127.0.0.1"
+        self._port = int(port)
+        self._readiness = readiness
+        app = web.Application()
+        app.add_routes(
+            [
+                web.get("/healthz", self._healthz),
+                web.get("/readyz", self._readyz),
+                web.get("/metrics", self._metrics),
+                *(routes or []),
+            ]
+        )
+        self._runner = web.AppRunner(app, access_log=None)
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        await site.start()
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    async def _healthz(self, _: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, _: web.Request) -> web.Response:
+        ready, reason = self._readiness()
+        return web.Response(status=200 if ready else 503, text=f"{reason}\n")
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})

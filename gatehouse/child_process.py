@@ -1,0 +1,179 @@
+"""Run a service as a child process in its own process group, and stop it by that pid.
+
+Used by `gatehouse dev` and the test harness. Only processes started here are ever signalled,
+never by name: other sessions on the same machine run the same binaries.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+POLL_INTERVAL = 0.05
+_TAIL_BYTES = 256 * 1024
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """True if something accepts TCP connections on host:port right now."""
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_port(port: int, timeout: float, host: str = "127.0.0.1") -> None:
+    """Block until host:port accepts connections; raise TimeoutError after `timeout` s.
+
+    Prefer `ManagedProcess.wait_until(lambda: port_open(p), ...)` when the
+    listener is a process you started: it also notices that the process died.
+    """
+    deadline = time.monotonic() + timeout
+    while not port_open(port, host):
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{host}:{port} not accepting connections after {timeout}s")
+        time.sleep(POLL_INTERVAL)
+
+
+class ManagedProcess:
+    """A started child process, its log file, and a safe way to stop it.
+
+    The child gets its own session (so its pid is also its process-group id)
+    and the harness never reaps it before signalling the group: while the
+    leader is unreaped (alive or zombie) its pid and group id cannot be reused
+    by anyone else, so `killpg(pid)` can only reach processes we started.
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes], *, name: str, log_path: Path) -> None:
+        self._popen = popen
+        self.name = name
+        self.pid = popen.pid
+        self.log_path = log_path
+
+    @classmethod
+    def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        name: str,
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | str | None = None,
+    ) -> ManagedProcess:
+        """Start `argv` with stdout+stderr appended to `log_dir/<name>.log`.
+
+        Appending keeps the history of a service that a test restarts under
+        the same name.
+        """
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{name}.log"
+        with open(log_path, "ab") as log_file:
+            popen = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        return cls(popen, name=name, log_path=log_path)
+
+    def alive(self) -> bool:
+        """True while the process runs; does not reap it (see class docstring)."""
+        if self._popen.returncode is not None:
+            return False
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        return info is None
+
+    @property
+    def returncode(self) -> int | None:
+        """Exit status once stopped/reaped (negative = killed by that signal), else None."""
+        return self._popen.returncode
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM the process group, wait up to `timeout` s, then SIGKILL; return exit code.
+
+        After the leader exits, the group is SIGKILLed as well, so that no
+        child it forked outlives the test.
+        """
+        if self._popen.returncode is not None:
+            return self._popen.returncode
+        self._signal_group(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(POLL_INTERVAL)
+        self._signal_group(signal.SIGKILL)
+        return self._popen.wait()
+
+    def kill(self) -> int:
+        """SIGKILL the process group at once (a crash, not a shutdown) and reap it."""
+        if self._popen.returncode is not None:
+            return self._popen.returncode
+        self._signal_group(signal.SIGKILL)
+        return self._popen.wait()
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def log_tail(self, n: int = 50) -> str:
+        """The last `n` lines of the process log, for error messages."""
+        try:
+            with open(self.log_path, "rb") as log_file:
+                size = log_file.seek(0, os.SEEK_END)
+                log_file.seek(max(0, size - _TAIL_BYTES))
+                data = log_file.read()
+        except OSError as exc:
+            return f"<cannot read {self.log_path}: {exc}>"
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+        """Poll `predicate` every 50 ms until it is true.
+
+        Raises TimeoutError naming `what`, with the log tail, as soon as the
+        process has died or after `timeout` seconds: a dead service should
+        fail a test in milliseconds, not after the full timeout.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if predicate():
+                return
+            if not self.alive():
+                raise TimeoutError(
+                    f"{self.name} (pid {self.pid}) exited before {what}; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"{self.name} (pid {self.pid}): no {what} after {timeout}s; "
+                    f"log {self.log_path}:\n{self.log_tail()}"
+                )
+            time.sleep(POLL_INTERVAL)
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "alive" if self.alive() else f"exited({self.returncode})"
+        return f"ManagedProcess(name={self.name!r}, pid={self.pid}, {state})"

@@ -1,0 +1,1 @@
+"""One module per `gatehouse` subcommand, each with ``add_parser`` and ``run``."""

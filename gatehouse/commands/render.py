@@ -1,0 +1,54 @@
+"""`gatehouse render PATH`: the Envoy resources a route tree becomes, as YAML."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from control_plane.cache.types import ResourceType
+from control_plane.errors import InvalidEndpointsError
+from control_plane.render import resource_data, to_yaml
+from control_plane.sources.files import load_route_path
+from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
+from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("render", help="print the Envoy resources for a route tree as YAML")
+    parser.add_argument("path", type=Path, metavar="PATH", help="a route file or a directory of them")
+    parser.add_argument("--endpoints", type=Path, help="a static endpoints file, to render EDS too")
+    parser.add_argument("--listener-port", type=int, default=8080)
+    parser.add_argument("--type", choices=["CDS", "EDS", "LDS", "RDS"], action="append", help="only these types")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    routes, problems = load_route_path(args.path)
+    if problems:
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1
+    table = StaticEndpointTable({})
+    if args.endpoints is not None:
+        try:
+            table = parse_endpoints(args.endpoints.read_bytes(), str(args.endpoints))
+        except (OSError, InvalidEndpointsError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    translation = RouteTranslator(GatewaySettings(listener_port=args.listener_port)).translate(routes)
+    endpoints = EndpointTranslator().translate(translation.cluster_refs, table)
+    by_type = {
+        ResourceType.LISTENER: translation.listeners,
+        ResourceType.ROUTE: translation.routes,
+        ResourceType.CLUSTER: translation.clusters,
+        ResourceType.ENDPOINT: tuple(endpoints),
+    }
+    wanted = set(args.type or [])
+    out = {
+        kind.short: [resource_data(r) for r in resources]
+        for kind, resources in by_type.items()
+        if not wanted or kind.short in wanted
+    }
+    sys.stdout.write(to_yaml(out))
+    return 0

@@ -1,0 +1,31 @@
+"""`gatehouse validate PATH...`: judge route files exactly as the control plane would."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from control_plane.sources.files import load_route_path
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser("validate", help="check route files; exit 1 with precise errors if any is bad")
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a route file or a directory of them")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    total = 0
+    failed = 0
+    for path in args.paths:
+        routes, problems = load_route_path(path)
+        total += len(routes)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        failed += len(problems)
+    if failed:
+        print(f"{failed} problem(s); nothing would be applied", file=sys.stderr)
+        return 1
+    print(f"ok: {total} route(s)")
+    return 0

@@ -1,0 +1,1 @@
+"""Start real services (Envoy, Redis, sample upstreams) as processes for tests: no mocks."""

@@ -1,0 +1,77 @@
+"""Sample upstream HTTP services (examples/upstream/echo.py) as real processes."""
+
+from __future__ import annotations
+
+import sys
+import urllib.request
+from pathlib import Path
+
+from .ports import free_port
+from .processes import ManagedProcess
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ECHO_SCRIPT = REPO_ROOT / "examples" / "upstream" / "echo.py"
+
+
+def health_ok(port: int) -> bool:
+    """True if GET /health answers 200 (the server is serving, not just bound)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5) as response:
+            status: int = response.status
+            return status == 200
+    except OSError:  # includes URLError and HTTPError (non-2xx)
+        return False
+
+
+class EchoUpstream:
+    """One echo service: answers every request with JSON naming itself (header x-upstream)."""
+
+    def __init__(self, process: ManagedProcess, *, name: str, port: int) -> None:
+        self.process = process
+        self.name = name
+        self.port = port
+
+    @classmethod
+    def start(
+        cls,
+        name: str,
+        *,
+        log_dir: Path,
+        port: int | None = None,
+        start_timeout: float = 15.0,
+    ) -> EchoUpstream:
+        """Start `echo.py --name <name>` with this interpreter; return once /health is 200."""
+        chosen = port if port is not None else free_port()
+        argv = [sys.executable, str(ECHO_SCRIPT), "--name", name, "--port", str(chosen)]
+        process = ManagedProcess.start(argv, name=f"upstream-{name}", log_dir=log_dir, cwd=REPO_ROOT)
+        try:
+            process.wait_until(lambda: health_ok(chosen), start_timeout, f"GET /health on :{chosen}")
+        except TimeoutError:
+            process.stop()
+            raise
+        return cls(process, name=name, port=chosen)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.alive()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.process.stop(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: an upstream crash, for outlier-detection and retry tests."""
+        self.process.kill()
+
+    def __repr__(self) -> str:
+        return f"EchoUpstream(name={self.name!r}, address={self.address}, pid={self.pid})"

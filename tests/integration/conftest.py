@@ -1,0 +1,38 @@
+"""Fixtures that build whole gateways from real processes (see tests/harness/gateway.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.binaries import require_binary
+from tests.harness.envoy import envoy_binary
+from tests.harness.gateway import GatewayStack
+
+StackFactory = Callable[..., GatewayStack]
+
+
+@pytest.fixture
+def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
+    envoy_binary()
+    require_binary("git", "apt-get install git")
+    stacks: list[GatewayStack] = []
+
+    def factory(name: str = "stack", **kwargs: Any) -> GatewayStack:
+        stack = GatewayStack(tmp_path / name, **kwargs)
+        stacks.append(stack)
+        return stack
+
+    yield factory
+    for stack in stacks:
+        stack.stop()
+
+
+@pytest.fixture(params=["sotw", "delta"])
+def protocol(request: pytest.FixtureRequest) -> str:
+    """Run a test once over state-of-the-world ADS and once over delta ADS."""
+    value: str = request.param
+    return value

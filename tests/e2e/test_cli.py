@@ -1,0 +1,73 @@
+"""The `gatehouse` command as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def gatehouse(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gatehouse", *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def test_validate_accepts_the_examples() -> None:
+    result = gatehouse("validate", "examples/routes")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok: 6 route(s)"
+
+
+def test_validate_names_file_line_field_and_reason(tmp_path: Path) -> None:
+    (tmp_path / "ok.yaml").write_text(
+        "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: ok}\n"
+        "spec: {match: {path: /ok}, backends: [{service: svc, port: 80}]}\n"
+    )
+    (tmp_path / "bad.yaml").write_text(
+        "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: bad}\nspec:\n"
+        "  match: {path: '/orders/{id'}\n  backends: [{service: svc, port: 80}]\n"
+        "  timeouts: {request: 10}\n"
+    )
+    result = gatehouse("validate", str(tmp_path))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert "error: bad.yaml:5: spec.match.path: '/orders/{id': segment '{id' must be a literal or a whole {name} variable" in lines
+    assert "error: bad.yaml:7: spec.timeouts.request: 10 has no unit; write it as 10s or 10ms" in lines
+    assert lines[-1] == "2 problem(s); nothing would be applied"
+
+
+def test_validate_reports_a_missing_path() -> None:
+    result = gatehouse("validate", "no/such/dir")
+    assert result.returncode == 1
+    assert "no/such/dir: no such file or directory" in result.stderr
+
+
+def test_render_prints_envoy_resources_as_yaml() -> None:
+    result = gatehouse("render", "examples/routes", "--endpoints", "examples/endpoints.yaml")
+    assert result.returncode == 0, result.stderr
+    data = yaml.safe_load(result.stdout)
+    assert set(data) == {"LDS", "RDS", "CDS", "EDS"}
+    assert [c["name"] for c in data["CDS"]] == ["shop/order-service:8080", "shop/order-service-v3:8080"]
+    names = [r["name"] for r in data["RDS"][0]["virtual_hosts"][0]["routes"]]
+    assert names.index("shop/orders-bulk") < names.index("shop/orders-by-id") < names.index("shop/orders-legacy")
+    endpoint = data["EDS"][0]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+    assert endpoint == {"address": "127.0.0.1", "port_value": 18081}
+
+
+def test_control_plane_refuses_a_bad_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "cp.yaml"
+    config.write_text("sources: {git: [{repo: x, pollInterval: 5}]}\nxds: {adress: 1}\n")
+    result = gatehouse("control-plane", "--config", str(config))
+    assert result.returncode == 2
+    assert f"{config}: sources.git[0].pollInterval: Value error, 5 has no unit" in result.stderr
+    assert f"{config}: xds.adress: Extra inputs are not permitted" in result.stderr
+
+
+def test_bootstrap_renders_a_delta_ads_bootstrap() -> None:
+    result = gatehouse("bootstrap", "--xds", "cp.example:18000", "--delta", "--node-cluster", "edge")
+    data = yaml.safe_load(result.stdout)
+    assert data["dynamic_resources"]["ads_config"]["api_type"] == "DELTA_GRPC"
+    assert data["node"]["cluster"] == "edge"

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import structlog
+
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.ordering import most_specific_first
 from control_plane.model.route import Route
 from control_plane.translator.clusters import cluster
+from control_plane.translator.coverage import unenforced
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
 from control_plane.translator.listeners import http_listener
 from control_plane.translator.messages import RouteEntry
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, ClusterRef
 from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
+
+log = structlog.get_logger(component="translator")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,8 @@ class RouteTranslator:
             if cached is None:
                 cached = route_entries(route)
                 self.translated_routes += 1
+                for warning in unenforced(route):
+                    log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
             entries[route] = cached
         self._entries = entries
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from control_plane.sources.files import load_route_path
+from control_plane.translator.coverage import unenforced
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,6 +22,9 @@ def run(args: argparse.Namespace) -> int:
     for path in args.paths:
         routes, problems = load_route_path(path)
         total += len(routes)
+        for route in routes:
+            for warning in unenforced(route):
+                print(f"warning: {route.origin}: {route.id}: {warning}", file=sys.stderr)
         for problem in problems:
             print(f"error: {problem}", file=sys.stderr)
         failed += len(problems)

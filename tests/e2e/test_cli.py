@@ -71,3 +71,13 @@ def test_bootstrap_renders_a_delta_ads_bootstrap() -> None:
     data = yaml.safe_load(result.stdout)
     assert data["dynamic_resources"]["ads_config"]["api_type"] == "DELTA_GRPC"
     assert data["node"]["cluster"] == "edge"
+
+
+def test_validate_warns_about_fields_that_are_not_enforced_yet(tmp_path: Path) -> None:
+    (tmp_path / "r.yaml").write_text(
+        "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: r}\n"
+        "spec: {match: {path: /r}, backends: [{service: svc, port: 80}], auth: {scopes: [orders:read]}}\n"
+    )
+    result = gatehouse("validate", str(tmp_path))
+    assert result.returncode == 0
+    assert "default/r: auth is not enforced yet" in result.stderr and "NOT protected" in result.stderr

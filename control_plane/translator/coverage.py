@@ -1,0 +1,30 @@
+"""Route fields the schema accepts but the translator does not act on yet.
+
+Saying so out loud matters: a route that asks for `auth` and silently gets none is a
+security hole. `gatehouse validate` prints these as warnings and the control plane logs
+them once per route version.
+"""
+
+from __future__ import annotations
+
+from control_plane.model.route import Route
+
+_NOT_YET = {
+    "auth": "auth is not enforced yet: ext_authz is not wired (the route is NOT protected)",
+    "rate_limits": "rateLimits are not enforced yet",
+    "circuit_breaker": "circuitBreaker is not applied yet",
+    "outlier_detection": "outlierDetection is not applied yet",
+    "health_check": "healthCheck is not applied yet",
+    "priority": "priority is not used for load shedding yet",
+}
+
+
+def unenforced(route: Route) -> list[str]:
+    """Warnings for fields this route sets explicitly that have no effect today."""
+    spec = route.spec
+    warnings = []
+    for field in sorted(spec.model_fields_set & _NOT_YET.keys()):
+        if field == "auth" and not spec.auth.required:
+            continue
+        warnings.append(_NOT_YET[field])
+    return warnings

@@ -33,7 +33,7 @@ def _mentions(text: str, name: str) -> bool:
     while index != -1:
         end = index + len(name)
         before_ok = index == 0 or not _name_char(text[index - 1])
-        after_ok = end == len(text) or not _name_char(text[end])
+        after_ok = end == len(text) or not _continues(text, end)
         if before_ok and after_ok:
             return True
         index = text.find(name, index + 1)
@@ -42,6 +42,14 @@ def _mentions(text: str, name: str) -> bool:
 
 def _name_char(ch: str) -> bool:
     return ch.isalnum() or ch in "-./:"
+
+
+def _continues(text: str, end: int) -> bool:
+    """Whether a name goes on after ``end``: "shop/x:8080" does, "shop/x: bad" does not."""
+    ch = text[end]
+    if ch == ":":
+        return end + 1 < len(text) and text[end + 1].isdigit()
+    return _name_char(ch)
 
 
 def _unique(routes: list[Route]) -> list[Route]:

@@ -21,6 +21,8 @@ from control_plane.nack_attribution import attribute_nack
 
 log = structlog.get_logger(component="xds")
 
+MAX_SUSPECTS = 20
+
 
 @dataclass
 class Nack:
@@ -89,6 +91,10 @@ class ProxyStatus:
         accepted: Snapshot | None,
     ) -> Nack:
         routes = attribute_nack(kind, error, refused, accepted)
+        if len(routes) > MAX_SUSPECTS:
+            # A first config refused as a whole "changed" every route; naming all of them helps nobody.
+            log.warning("xds_nack_unattributed", node=proxy.node_id, type=kind.short, suspects=len(routes))
+            routes = routes[:MAX_SUSPECTS]
         nack = Nack(
             node_id=proxy.node_id,
             group=proxy.group,

@@ -51,6 +51,10 @@ def build_server(cache: ConfigWatcher, status: ProxyStatus, address: str) -> grp
         ]
     )
     ads_pb2_grpc.add_AggregatedDiscoveryServiceServicer_to_server(AggregatedDiscoveryService(cache, status), server)
-    if server.add_insecure_port(address) == 0:
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpcio raises here instead of returning 0
+        raise OSError(f"cannot listen for xDS on {address}: {exc}") from exc
+    if port == 0:
         raise OSError(f"cannot listen for xDS on {address}")
     return server

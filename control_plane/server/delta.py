@@ -7,7 +7,7 @@ from envoy.service.discovery.v3 import discovery_pb2
 
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
-from control_plane.server.stream import AdsStream
+from control_plane.server.stream import AdsStream, nack_reason
 from control_plane.server.subscriptions import WILDCARD, Plan
 
 
@@ -17,7 +17,7 @@ class DeltaStream(AdsStream):
     def _handle(self, kind: ResourceType, request: discovery_pb2.DeltaDiscoveryRequest) -> None:
         state = self._state[kind]
         if request.response_nonce:
-            self._settle(kind, request.response_nonce, request.error_detail.message)
+            self._settle(kind, request.response_nonce, nack_reason(request))
         subscribe = set(request.resource_names_subscribe)
         unsubscribe = set(request.resource_names_unsubscribe)
         if not state.requested:
@@ -46,7 +46,9 @@ class DeltaStream(AdsStream):
         for name, version in versions.items():
             resource = current.get(name)
             if resource is None or resource.version != version:
-                resource = Resource(kind, name, b"", version)
+                # Content unknown: a route config at this version may use any cluster.
+                references = (WILDCARD,) if kind is ResourceType.ROUTE else ()
+                resource = Resource(kind, name, b"", version, references=references)
             acked[name] = resource
         self._state[kind].acked = acked
 

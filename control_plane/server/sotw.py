@@ -6,7 +6,7 @@ from __future__ import annotations
 from envoy.service.discovery.v3 import discovery_pb2
 
 from control_plane.cache.types import ResourceType
-from control_plane.server.stream import AdsStream
+from control_plane.server.stream import AdsStream, nack_reason
 from control_plane.server.subscriptions import WILDCARD, Plan
 
 
@@ -16,7 +16,7 @@ class SotwStream(AdsStream):
     def _handle(self, kind: ResourceType, request: discovery_pb2.DiscoveryRequest) -> None:
         state = self._state[kind]
         if request.response_nonce:
-            self._settle(kind, request.response_nonce, request.error_detail.message)
+            self._settle(kind, request.response_nonce, nack_reason(request))
         names = set(request.resource_names)
         state.requested = True
         if kind.wildcard:

@@ -122,3 +122,14 @@ class AdsStream(ABC):
         """The wire message for a plan."""
 
 
+
+
+def nack_reason(request: Any) -> str:
+    """Why Envoy refused the response a request names; empty for an ACK.
+
+    A populated ``error_detail`` is what makes a request a NACK, with or without a message.
+    """
+    if not request.HasField("error_detail"):
+        return ""
+    detail = request.error_detail
+    return str(detail.message) or f"rejected without a message (gRPC status {detail.code})"

@@ -53,7 +53,10 @@ class TypeState:
     def acknowledge(self) -> Inflight | None:
         done = self.inflight
         if done is not None:
-            self.acked = done.target
+            if self.wildcard or self.kind.wildcard:
+                self.acked = done.target
+            else:  # names unsubscribed while the response was in flight are gone
+                self.acked = {n: r for n, r in done.target.items() if n in self.names}
             self.acked_version = done.version
             self.acked_snapshot = done.snapshot
             self.inflight = None
@@ -98,9 +101,12 @@ class StreamState:
             return None
         changed = [r for name, r in target.items() if _differs(state.acked.get(name), r)]
         removed = [name for name in state.acked if name not in target]
-        if not changed and not removed and not (kind.wildcard and self._full_state_for_wildcard):
+        first = not (state.acked_version or state.nacked_version or state.last_sent_version)
+        full_state = kind.wildcard and self._full_state_for_wildcard
+        if not changed and not removed and not full_state and not (first and state.wildcard):
             # Nothing to transmit (e.g. a subscription shrank). An empty RDS/EDS response
-            # would also let a warming listener start with no routes, so send none.
+            # would also let a warming listener start with no routes, so send none. A
+            # first wildcard request is always answered: Envoy's start-up waits for it.
             state.acked = target
             state.acked_version = version
             return None
@@ -141,6 +147,10 @@ class StreamState:
         in_use = {c for r in routes.acked.values() for c in r.references}
         if routes.inflight is not None:
             in_use.update(c for r in routes.inflight.target.values() for c in r.references)
+        if WILDCARD in in_use:
+            # Envoy reported, on reconnect, a route config version we never built: it may
+            # use any cluster Envoy has, so keep them all until it ACKs one we know.
+            in_use |= set(self.types[ResourceType.CLUSTER].acked)
         return in_use
 
     def _cluster_names(self) -> set[str]:
@@ -151,15 +161,21 @@ class StreamState:
         return names
 
     def _clusters_ready(self, names: tuple[str, ...]) -> bool:
-        """Envoy has each cluster and its endpoints, or will not get them until config changes."""
+        """Envoy has ACKed each cluster and its endpoints.
+
+        After a CDS or EDS NACK, a route configuration that needs the refused cluster
+        waits (Envoy keeps serving the routes it has) until a new snapshot fixes it.
+        The one exception is an Envoy that has no routes at all yet: serving every
+        route but the broken one beats a listener that never warms.
+        """
         clusters = self.types[ResourceType.CLUSTER]
         endpoints = self.types[ResourceType.ENDPOINT]
-        settled = clusters.inflight is None and endpoints.inflight is None and bool(
-            clusters.nacked_version or endpoints.nacked_version
-        )
-        if settled:
+        if all(name in clusters.acked and name in endpoints.acked for name in names):
             return True
-        return all(name in clusters.acked and name in endpoints.acked for name in names)
+        routes = self.types[ResourceType.ROUTE]
+        never_routed = not routes.acked and routes.inflight is None
+        settled = clusters.inflight is None and endpoints.inflight is None
+        return never_routed and settled and bool(clusters.nacked_version or endpoints.nacked_version)
 
 
 def _differs(old: Resource | None, new: Resource) -> bool:

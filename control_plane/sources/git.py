@@ -104,7 +104,9 @@ class GitSource:
             self._last_error = ""
             if commit == self._seen:
                 metrics.SOURCE_SYNCS.labels(self.name, "unchanged").inc()
-                return SyncResult(commit, accepted=commit == self._accepted, changed=False)
+                rejected = self._rejected if self._rejected and self._rejected.commit == commit else None
+                problems = rejected.problems if rejected else []
+                return SyncResult(commit, accepted=commit == self._accepted, changed=False, problems=problems)
             result = await self._load(commit, seen_at)
             self._seen = commit
             self.synced.set()

@@ -24,8 +24,22 @@ _MESSAGES = {
 def resource_data(resource: Resource) -> dict[str, Any]:
     message = _MESSAGES[resource.type].FromString(resource.body)
     text = json_format.MessageToJson(message, preserving_proto_field_name=True, indent=None)
-    data: dict[str, Any] = json.loads(text)
+    data: dict[str, Any] = _sorted_maps(json.loads(text))
     return data
+
+
+def _sorted_maps(value: Any, in_map: bool = False) -> Any:
+    """Protobuf map and Struct fields (metadata) come out in hash order; sort them so that
+    renders and golden files are stable. Message fields keep their declared order."""
+    if isinstance(value, dict):
+        items = sorted(value.items()) if in_map else value.items()
+        return {k: _sorted_maps(v, in_map=k in _MAP_FIELDS or (in_map and isinstance(v, dict))) for k, v in items}
+    if isinstance(value, list):
+        return [_sorted_maps(v) for v in value]
+    return value
+
+
+_MAP_FIELDS = {"filter_metadata", "typed_filter_metadata", "typed_per_filter_config"}
 
 
 def to_yaml(data: Any) -> str:

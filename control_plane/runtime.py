@@ -238,6 +238,7 @@ class ControlPlane:
             "reason": reason,
             "snapshot": _snapshot_summary(snapshot),
             "sources": [g.status() for g in self._git] + ([self._static.status()] if self._static else []),
+            "quarantined": self._routes.quarantined,
             **self.status.as_dict(),
         }
         return web.json_response(body)

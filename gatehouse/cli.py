@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from gatehouse import __version__
 from gatehouse.commands import bootstrap, control_plane, dev, render, status, validate
+from gatehouse.logs import configure_logging
 
 COMMANDS = (control_plane, validate, render, bootstrap, status, dev)
 
@@ -23,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # Offline commands print data on stdout; their log lines must never mix into it.
+    configure_logging("warning", "console")
     code: int = args.run(args)
     return code
 

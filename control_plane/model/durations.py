@@ -13,6 +13,8 @@ from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+MAX_DURATION_MS = 30 * 24 * 3_600_000
+"""30 days: longer than any timeout or window makes sense, far inside protobuf's range."""
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 RATE_PATTERN = r"^[0-9]+/([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 
@@ -27,6 +29,8 @@ def parse_duration_ms(text: str) -> int:
     ms = round(total)
     if ms <= 0:
         raise ValueError(f"{text!r} must be longer than 0ms")
+    if ms > MAX_DURATION_MS:
+        raise ValueError(f"{text!r} is longer than the maximum of {human_duration_ms(MAX_DURATION_MS)}")
     return ms
 
 

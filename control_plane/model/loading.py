@@ -20,6 +20,8 @@ def field_path(loc: Sequence[str | int]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
+        elif part == "[key]":
+            out += " (the key)"
         else:
             out += f".{part}" if out else part
     return out

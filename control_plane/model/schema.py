@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 from control_plane.model.durations import Duration, Rate
-from control_plane.model.paths import check_re2, parse_path
+from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 
 API_VERSION = "gatehouse.io/v1alpha1"
 KIND = "Route"
@@ -97,6 +97,11 @@ def _unique(values: list[str]) -> list[str]:
             raise ValueError(f"{value!r} is listed twice")
         seen.add(value)
     return values
+
+
+def _status_code_as_text(value: object) -> object:
+    """`on: [503]` unquoted is an int in YAML; it means the status code."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
 def _retry_condition(value: str) -> str:
@@ -253,7 +258,8 @@ class Timeouts(Model):
 class Retries(Model):
     attempts: Annotated[int, Field(ge=0, le=10)] = 1
     on: Annotated[
-        list[Annotated[str, AfterValidator(_retry_condition)]], AfterValidator(_unique)
+        list[Annotated[str, BeforeValidator(_status_code_as_text), AfterValidator(_retry_condition)]],
+        AfterValidator(_unique),
     ] = ["connect-failure", "refused-stream", "reset"]
 
 
@@ -309,14 +315,15 @@ class RouteSpec(Model):
                 raise ValueError("backends: at least one backend is required (or set disabled)")
             if all(b.weight == 0 for b in self.backends):
                 raise ValueError("backends: at least one backend needs a weight above 0")
-        seen: set[tuple[str | None, str, int]] = set()
-        for backend in self.backends:
-            key = (backend.namespace, backend.service, backend.port)
-            if key in seen:
-                raise ValueError(f"backends: {backend.service}:{backend.port} is listed twice")
-            seen.add(key)
-        if self.rewrite is not None and self.rewrite.prefix is not None and self.match.path_regex is not None:
-            raise ValueError("rewrite.prefix: a pathRegex route has no prefix to swap; use rewrite.regex")
+        if self.rewrite is not None and self.rewrite.prefix is not None:
+            if self.match.path_regex is not None:
+                raise ValueError("rewrite.prefix: a pathRegex route has no prefix to swap; use rewrite.regex")
+            pattern = parse_path(self.match.path) if self.match.path is not None else None
+            if pattern is not None and pattern.glob and len(pattern.variables) >= MAX_VARIABLES:
+                raise ValueError(
+                    f"rewrite.prefix: rewriting {pattern.text} needs its trailing /** named as a variable, "
+                    f"and Envoy allows at most {MAX_VARIABLES}; use fewer variables"
+                )
         if self.retries is not None and self.retries.attempts > 0 and self.match.methods:
             if not set(self.match.methods) & set(IDEMPOTENT_METHODS):
                 methods = ", ".join(self.match.methods)
@@ -339,6 +346,18 @@ class RouteDocument(Model):
     kind: Literal["Route"]
     metadata: ObjectMeta
     spec: RouteSpec
+
+    @model_validator(mode="after")
+    def _distinct_backends(self) -> RouteDocument:
+        seen: set[tuple[str, str, int]] = set()
+        for index, backend in enumerate(self.spec.backends):
+            key = (backend.namespace or self.metadata.namespace, backend.service, backend.port)
+            if key in seen:
+                raise ValueError(
+                    f"spec.backends[{index}]: {key[0]}/{backend.service}:{backend.port} is listed twice"
+                )
+            seen.add(key)
+        return self
 
 
 def to_snake(name: str) -> str:

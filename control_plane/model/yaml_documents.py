@@ -18,7 +18,22 @@ _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
-    pass
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # PyYAML keeps the last of two equal keys; a forgotten `---` would then silently
+        # merge two routes into one. Refuse instead.
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r} (first on line {seen[key].start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import os
 import time
 from collections.abc import Mapping
@@ -33,6 +34,9 @@ from control_plane.translator.endpoints import Endpoint
 from control_plane.translator.names import ClusterRef
 
 log = structlog.get_logger(component="source.endpoints")
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_KEY = re.compile(rf"^({_LABEL}/)?{_LABEL}(:[0-9]{{1,5}})?$")
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,11 @@ def parse_endpoints(text: str | bytes, location: str) -> StaticEndpointTable:
     problems: list[Problem] = []
     entries: dict[str, tuple[Endpoint, ...]] = {}
     for key, values in services.items():
+        if not isinstance(key, str) or not _KEY.match(key):
+            problems.append(
+                Problem(location, f"services.{key}", "keys are service, namespace/service, or either with :port")
+            )
+            continue
         if not isinstance(values, list):
             problems.append(Problem(location, f"services.{key}", "expected a list of addresses"))
             continue

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import structlog
+from google.protobuf.json_format import ParseError
 
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
@@ -56,19 +57,29 @@ class RouteTranslator:
         )
         self.translated_routes = 0
         """How many routes were translated (not served from cache), for tests and metrics."""
+        self.quarantined: dict[str, str] = {}
+        """Routes left out of the last translation because they could not be translated, and why."""
 
     def translate(self, routes: list[Route]) -> Translation:
-        ordered = most_specific_first(routes)
         entries: dict[Route, list[RouteEntry]] = {}
-        for route in ordered:
+        quarantined: dict[str, str] = {}
+        for route in routes:
             cached = self._entries.get(route)
             if cached is None:
-                cached = route_entries(route)
+                try:
+                    cached = route_entries(route)
+                except (ParseError, ValueError) as exc:
+                    # A translator gap must cost one route, not the whole config.
+                    quarantined[route.id] = f"{route.origin}: {exc}"
+                    log.error("route_quarantined", route=route.id, origin=str(route.origin), error=str(exc))
+                    continue
                 self.translated_routes += 1
                 for warning in unenforced(route):
                     log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
             entries[route] = cached
         self._entries = entries
+        self.quarantined = quarantined
+        ordered = most_specific_first(list(entries))
 
         users: dict[ClusterRef, list[str]] = {}
         for route in ordered:

@@ -1,16 +1,22 @@
 """Routes → Envoy route entries, virtual hosts and the one RouteConfiguration.
 
-A route becomes one Envoy route entry, or two when it has retries and can match
-non-idempotent methods: the idempotent methods get the retry policy, the rest do not.
+A route becomes one Envoy route entry per path variant and method group:
+
+- a template ending in ``/**`` also matches its base (``/users/{id}/**`` takes
+  ``/users/1``), as ``/a/**`` takes ``/a``;
+- with retries, methods are split: idempotent ones get the retry policy, others don't.
 """
 
 from __future__ import annotations
 
+import heapq
+import re
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from control_plane.model.durations import format_duration_ms
-from control_plane.model.paths import PathKind
+from control_plane.model.paths import PathKind, PathPattern, parse_path
 from control_plane.model.route import Route
 from control_plane.model.schema import IDEMPOTENT_METHODS, HeaderMatch, Retries
 from control_plane.translator.messages import RouteConfiguration, RouteEntry, parse
@@ -29,31 +35,87 @@ ANY_HOST = "*"
 
 
 def cluster_refs(route: Route) -> list[ClusterRef]:
+    """The clusters a route sends traffic to (none for a disabled route)."""
+    if route.spec.disabled is not None:
+        return []
     return [ClusterRef(route.backend_namespace(b.namespace), b.service, b.port) for b in route.spec.backends]
 
 
-def _path_match(route: Route) -> dict[str, Any]:
-    match = route.spec.match
-    pattern = route.path
-    if pattern is not None:
-        if pattern.kind is PathKind.EXACT:
-            return {"path": pattern.text}
-        if pattern.kind is PathKind.SEGMENT_PREFIX:
-            if not pattern.literal_prefix:
-                return {"prefix": "/"}
-            return {"path_separated_prefix": pattern.literal_prefix}
-        rewriting = route.spec.rewrite is not None and route.spec.rewrite.prefix is not None
-        template = pattern.template_with_named_glob() if rewriting else pattern.text
-        return {
-            "path_match_policy": {
-                "name": URI_TEMPLATE_MATCHER,
-                "typed_config": {"@type": URI_TEMPLATE_MATCH_TYPE, "path_template": template},
-            }
+@dataclass(frozen=True, slots=True)
+class _PathVariant:
+    match: dict[str, Any]
+    rewrite: dict[str, Any]
+
+
+def _template_match(template: str) -> dict[str, Any]:
+    return {
+        "path_match_policy": {
+            "name": URI_TEMPLATE_MATCHER,
+            "typed_config": {"@type": URI_TEMPLATE_MATCH_TYPE, "path_template": template},
         }
-    if match.path_regex is not None:
-        return {"safe_regex": {"regex": match.path_regex}}
-    assert match.path_prefix is not None
-    return {"prefix": match.path_prefix}
+    }
+
+
+def _template_rewrite(template: str) -> dict[str, Any]:
+    return {
+        "path_rewrite_policy": {
+            "name": URI_TEMPLATE_REWRITER,
+            "typed_config": {"@type": URI_TEMPLATE_REWRITE_TYPE, "path_template_rewrite": template},
+        }
+    }
+
+
+def _segment_prefix(pattern: PathPattern, new_prefix: str | None) -> _PathVariant:
+    """``/a/**``: ``/a`` and everything below it; a prefix rewrite swaps ``/a``."""
+    if not pattern.literal_prefix:
+        rewrite = {"prefix_rewrite": new_prefix.rstrip("/") + "/"} if new_prefix is not None else {}
+        return _PathVariant({"prefix": "/"}, rewrite)
+    match = {"path_separated_prefix": pattern.literal_prefix}
+    if new_prefix is None:
+        return _PathVariant(match, {})
+    stripped = new_prefix.rstrip("/")
+    if stripped:
+        return _PathVariant(match, {"prefix_rewrite": stripped})
+    # To the root: "/a/x" → "/x" and "/a" → "/"; prefix_rewrite "/" would give "//x".
+    pattern_text = "^" + re.escape(pattern.literal_prefix) + "/?"
+    return _PathVariant(match, {"regex_rewrite": {"pattern": {"regex": pattern_text}, "substitution": "/"}})
+
+
+def _path_variants(route: Route) -> list[_PathVariant]:
+    spec = route.spec
+    new_prefix = spec.rewrite.prefix if spec.rewrite is not None else None
+    regex_rewrite: dict[str, Any] = {}
+    if spec.rewrite is not None and spec.rewrite.regex is not None:
+        regex_rewrite = {
+            "regex_rewrite": {"pattern": {"regex": spec.rewrite.regex}, "substitution": spec.rewrite.substitution}
+        }
+    pattern = route.path
+    if pattern is None:
+        if spec.match.path_regex is not None:
+            return [_PathVariant({"safe_regex": {"regex": spec.match.path_regex}}, regex_rewrite)]
+        assert spec.match.path_prefix is not None
+        prefix_rewrite = {"prefix_rewrite": new_prefix} if new_prefix is not None else regex_rewrite
+        return [_PathVariant({"prefix": spec.match.path_prefix}, prefix_rewrite)]
+    if pattern.kind is PathKind.EXACT:
+        return [_PathVariant({"path": pattern.text}, {"prefix_rewrite": new_prefix} if new_prefix else regex_rewrite)]
+    if pattern.kind is PathKind.SEGMENT_PREFIX:
+        variant = _segment_prefix(pattern, new_prefix)
+        return [variant if new_prefix is not None else _PathVariant(variant.match, regex_rewrite)]
+    templates = [pattern]
+    if pattern.glob:
+        templates.insert(0, parse_path(pattern.text[: -len("/**")]))
+    variants = []
+    for template in templates:
+        if new_prefix is None:
+            variants.append(_PathVariant(_template_match(template.text), regex_rewrite))
+        else:
+            variants.append(
+                _PathVariant(
+                    _template_match(template.template_with_named_glob()),
+                    _template_rewrite(template.rewrite_template(new_prefix)),
+                )
+            )
+    return variants
 
 
 def _header_matcher(header: HeaderMatch) -> dict[str, Any]:
@@ -77,39 +139,47 @@ def _method_matcher(methods: list[str]) -> dict[str, Any]:
     return {"name": ":method", "string_match": {"safe_regex": {"regex": "|".join(methods)}}}
 
 
-def _retry_policy(retries: Retries, per_try_ms: int | None) -> dict[str, Any]:
-    codes = sorted(int(c) for c in retries.on if c.isdigit())
-    conditions = [c for c in retries.on if not c.isdigit()]
-    if codes:
-        conditions.append("retriable-status-codes")
-    policy: dict[str, Any] = {
-        "retry_on": ",".join(conditions),
-        "num_retries": retries.attempts,
-        # Envoy's back-off is exponential with full jitter between these bounds.
-        "retry_back_off": {"base_interval": RETRY_BASE_INTERVAL, "max_interval": RETRY_MAX_INTERVAL},
-        "retry_host_predicate": [
+def _retry_policy(retries: Retries | None, per_try_ms: int | None) -> dict[str, Any]:
+    """A retry policy; with ``retries`` None, only the per-try timeout of the one attempt."""
+    policy: dict[str, Any] = {}
+    if retries is not None:
+        codes = sorted(int(c) for c in retries.on if c.isdigit())
+        conditions = [c for c in retries.on if not c.isdigit()]
+        if codes:
+            conditions.append("retriable-status-codes")
+            policy["retriable_status_codes"] = codes
+        policy.update(
             {
-                "name": "envoy.retry_host_predicates.previous_hosts",
-                "typed_config": {"@type": PREVIOUS_HOSTS_TYPE},
+                "retry_on": ",".join(conditions),
+                "num_retries": retries.attempts,
+                # Envoy's back-off is exponential with full jitter between these bounds.
+                "retry_back_off": {"base_interval": RETRY_BASE_INTERVAL, "max_interval": RETRY_MAX_INTERVAL},
+                "retry_host_predicate": [
+                    {"name": "envoy.retry_host_predicates.previous_hosts", "typed_config": {"@type": PREVIOUS_HOSTS_TYPE}}
+                ],
+                "host_selection_retry_max_attempts": "3",
             }
-        ],
-        "host_selection_retry_max_attempts": "3",
-    }
-    if codes:
-        policy["retriable_status_codes"] = codes
+        )
+    else:
+        policy["num_retries"] = 0
     if per_try_ms is not None:
         policy["per_try_timeout"] = format_duration_ms(per_try_ms)
     return policy
 
 
 def _headers_to_add(values: dict[str, str]) -> list[dict[str, Any]]:
+    # keep_empty_value: `set: {x-user-id: ""}` must blank a client's value, not skip it.
     return [
-        {"header": {"key": key, "value": value}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+        {
+            "header": {"key": key, "value": value},
+            "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+            "keep_empty_value": True,
+        }
         for key, value in sorted(values.items())
     ]
 
 
-def _action(route: Route) -> dict[str, Any]:
+def _action(route: Route, rewrite: dict[str, Any]) -> dict[str, Any]:
     spec = route.spec
     if spec.disabled is not None:
         response: dict[str, Any] = {"status": spec.disabled.status}
@@ -117,42 +187,25 @@ def _action(route: Route) -> dict[str, Any]:
             response["body"] = {"inline_string": spec.disabled.body}
         return {"direct_response": response}
     refs = cluster_refs(route)
-    action: dict[str, Any] = {}
-    live = [(ref, b.weight) for ref, b in zip(refs, spec.backends) if b.weight > 0]
+    action: dict[str, Any] = dict(rewrite)
     if len(refs) == 1:
         action["cluster"] = refs[0].name
     else:
-        # Weight-0 backends are left out: Envoy's weighted_clusters rejects a 0 weight in
-        # some versions, and "no traffic" is what the author asked for either way.
+        # Weight-0 backends are left out: no traffic is what the author asked for, and
+        # their clusters stay warm for when the weight goes up again.
         action["weighted_clusters"] = {
-            "clusters": [{"name": ref.name, "weight": weight} for ref, weight in live]
+            "clusters": [{"name": ref.name, "weight": b.weight} for ref, b in zip(refs, spec.backends) if b.weight > 0]
         }
     if spec.timeouts.request is not None:
         action["timeout"] = format_duration_ms(spec.timeouts.request)
     if spec.timeouts.idle is not None:
         action["idle_timeout"] = format_duration_ms(spec.timeouts.idle)
-    rewrite = spec.rewrite
-    if rewrite is not None:
-        pattern = route.path
-        if rewrite.regex is not None:
-            action["regex_rewrite"] = {"pattern": {"regex": rewrite.regex}, "substitution": rewrite.substitution}
-        elif pattern is not None and pattern.kind is PathKind.TEMPLATE:
-            assert rewrite.prefix is not None
-            action["path_rewrite_policy"] = {
-                "name": URI_TEMPLATE_REWRITER,
-                "typed_config": {
-                    "@type": URI_TEMPLATE_REWRITE_TYPE,
-                    "path_template_rewrite": pattern.rewrite_template(rewrite.prefix),
-                },
-            }
-        else:
-            action["prefix_rewrite"] = rewrite.prefix
     return {"route": action}
 
 
-def _entry(route: Route, methods: list[str] | None, retries: bool) -> dict[str, Any]:
+def _entry(route: Route, variant: _PathVariant, methods: list[str] | None, retries: bool) -> dict[str, Any]:
     spec = route.spec
-    match = _path_match(route)
+    match = dict(variant.match)
     headers = [_method_matcher(methods)] if methods else []
     headers.extend(_header_matcher(h) for h in spec.match.headers)
     if headers:
@@ -162,9 +215,9 @@ def _entry(route: Route, methods: list[str] | None, retries: bool) -> dict[str, 
         "match": match,
         "metadata": {"filter_metadata": {METADATA_NAMESPACE: {"route": route.id, "origin": str(route.origin)}}},
     }
-    entry.update(_action(route))
-    if retries and spec.retries is not None and "route" in entry:
-        entry["route"]["retry_policy"] = _retry_policy(spec.retries, spec.timeouts.per_try)
+    entry.update(_action(route, variant.rewrite))
+    if "route" in entry and (retries or spec.timeouts.per_try is not None):
+        entry["route"]["retry_policy"] = _retry_policy(spec.retries if retries else None, spec.timeouts.per_try)
     rules = spec.headers
     if rules.request.set:
         entry["request_headers_to_add"] = _headers_to_add(rules.request.set)
@@ -177,56 +230,73 @@ def _entry(route: Route, methods: list[str] | None, retries: bool) -> dict[str, 
     return entry
 
 
-def route_entries(route: Route) -> list[RouteEntry]:
-    """The Envoy route entries for one route, in match order."""
+def _method_groups(route: Route) -> list[tuple[list[str] | None, bool]]:
+    """(methods to match, whether to retry) pairs; None matches every method."""
     spec = route.spec
     methods: list[str] = list(spec.match.methods)
     if spec.disabled is not None or spec.retries is None or spec.retries.attempts == 0:
-        return [parse(RouteEntry, _entry(route, methods, retries=False))]
-    candidates: list[str] | None = methods or None
-    if candidates is None:
-        idempotent: list[str] = list(IDEMPOTENT_METHODS)
-        other: list[str] | None = None
-    else:
-        idempotent = [m for m in candidates if m in IDEMPOTENT_METHODS]
-        other = [m for m in candidates if m not in IDEMPOTENT_METHODS]
-    entries = [parse(RouteEntry, _entry(route, idempotent, retries=True))]
-    if other is None or other:
-        entries.append(parse(RouteEntry, _entry(route, other, retries=False)))
-    return entries
+        return [(methods or None, False)]
+    if not methods:
+        return [(list(IDEMPOTENT_METHODS), True), (None, False)]
+    idempotent = [m for m in methods if m in IDEMPOTENT_METHODS]
+    other = [m for m in methods if m not in IDEMPOTENT_METHODS]
+    groups: list[tuple[list[str] | None, bool]] = [(idempotent, True)]
+    if other:
+        groups.append((other, False))
+    return groups
+
+
+def route_entries(route: Route) -> list[RouteEntry]:
+    """The Envoy route entries for one route, in match order."""
+    return [
+        parse(RouteEntry, _entry(route, variant, methods, retries))
+        for variant in _path_variants(route)
+        for methods, retries in _method_groups(route)
+    ]
+
+
+def _covers(pattern: str, domain: str) -> bool:
+    """Whether a route on host ``pattern`` must also be served on virtual host ``domain``."""
+    if pattern == domain:
+        return True
+    return pattern.startswith("*.") and domain.endswith(pattern[1:])
 
 
 def _hosts(route: Route) -> list[str]:
-    hosts = [h for h in route.spec.hosts if h != ANY_HOST]
-    return hosts if len(hosts) == len(route.spec.hosts) else []
+    hosts = list(route.spec.hosts)
+    return [] if not hosts or ANY_HOST in hosts else hosts
 
 
 def route_configuration(ordered: list[Route], entries: dict[Route, list[RouteEntry]]) -> RouteConfiguration:
-    """One virtual host per named host, plus "*"; host-less routes join every virtual host.
+    """One virtual host per named host, plus "*".
 
-    Envoy picks a single virtual host by the most specific domain, so a host-less route
-    must also be present in each named host's virtual host to stay reachable there.
+    Envoy picks a single virtual host, the most specific domain match, so each virtual
+    host also carries every route that would match it through a wider name: host-less
+    routes everywhere, and ``*.example.com`` routes on ``api.example.com``.
     """
-    by_host: dict[str, list[Route]] = defaultdict(list)
+    hosts = {route: _hosts(route) for route in ordered}
+    domains = sorted({host for names in hosts.values() for host in names})
+    position = {route: index for index, route in enumerate(ordered)}
+    named: dict[str, list[Route]] = defaultdict(list)
     anywhere: list[Route] = []
     for route in ordered:
-        hosts = _hosts(route)
-        if not hosts:
+        names = hosts[route]
+        if not names:
             anywhere.append(route)
-        for host in hosts:
-            by_host[host].append(route)
+            continue
+        covered = set(names)
+        for name in names:
+            if name.startswith("*."):
+                covered.update(d for d in domains if _covers(name, d))
+        for domain in covered:
+            named[domain].append(route)
     config = RouteConfiguration(name=ROUTE_CONFIG_NAME)
     config.validate_clusters.value = False
-    position = {route: index for index, route in enumerate(ordered)}
-    for host in sorted(by_host):
-        members = sorted(by_host[host] + anywhere, key=position.__getitem__)
-        _add_virtual_host(config, _vhost_name(host), [host], members, entries)
+    for domain in domains:
+        members = list(heapq.merge(named[domain], anywhere, key=position.__getitem__))
+        _add_virtual_host(config, "host:" + domain, [domain], members, entries)
     _add_virtual_host(config, "any", [ANY_HOST], anywhere, entries)
     return config
-
-
-def _vhost_name(host: str) -> str:
-    return "host:" + host
 
 
 def _add_virtual_host(
@@ -239,4 +309,3 @@ def _add_virtual_host(
     vhost = config.virtual_hosts.add(name=name, domains=domains)
     for route in members:
         vhost.routes.extend(entries[route])
-

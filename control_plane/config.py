@@ -3,6 +3,7 @@
     xds:     {address: 127.0.0.1:18000}
     admin:   {address: 127.0.0.1:19000}
     gateway: {listenerAddress: 0.0.0.0, listenerPort: 8080}
+    nodeGroups: {internal: {listenerPort: 9080}}
     debounce: {quiet: 20ms, maxDelay: 250ms}
     sources:
       git:
@@ -80,6 +81,9 @@ class ControlPlaneConfig(Model):
     xds: Listen = Listen(address="127.0.0.1:18000")
     admin: Listen = Listen(address="127.0.0.1:19000")
     gateway: Gateway = Gateway()
+    node_groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")], Gateway] = {}
+    """Envoys whose node.cluster names a group here listen where the group says; the rest
+    use `gateway`. Routes, clusters and endpoints are the same for every group."""
     debounce: Debounce = Debounce()
     sources: Sources
     base_dir: Annotated[str, Field(exclude=True)] = "."

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -24,7 +26,7 @@ from aiohttp import web
 
 from control_plane import metrics
 from control_plane.cache.snapshot import Snapshot
-from control_plane.cache.snapshot_cache import SnapshotCache
+from control_plane.cache.snapshot_cache import DEFAULT_GROUP, SnapshotCache
 from control_plane.config import ControlPlaneConfig
 from control_plane.debounce import Debouncer
 from control_plane.model.route import Route
@@ -35,7 +37,7 @@ from control_plane.sources.base import RouteSet
 from control_plane.sources.git import GitSettings, GitSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
-from control_plane.translator.pipeline import GatewaySettings, RouteTranslator, Translation
+from control_plane.translator.pipeline import GatewaySettings, RouteTranslator, Translation, listener_resource
 from gatehouse.admin_http import AdminServer
 
 log = structlog.get_logger(component="control_plane")
@@ -55,6 +57,10 @@ class ControlPlane:
             GatewaySettings(config.gateway.listener_address, config.gateway.listener_port)
         )
         self._endpoints = EndpointTranslator()
+        self._group_listeners = {
+            group: listener_resource(GatewaySettings(settings.listener_address, settings.listener_port))
+            for group, settings in config.node_groups.items()
+        }
         self._route_sets: dict[str, RouteSet] = {}
         self._table: EndpointTable = _NoEndpoints()
         self._translation: Translation | None = None
@@ -200,11 +206,14 @@ class ControlPlane:
             log.info("snapshot_published", reason="endpoints", version=snapshot.version)
 
     def _publish(self, snapshot: Snapshot, reason: str) -> None:
+        """Publish for the default group and, with their own listener, for each node group."""
         problems = snapshot.inconsistencies()
         if problems:
             log.error("snapshot_inconsistent", problems=problems[:20], reason=reason)
             return
-        self.cache.set_snapshot(snapshot)
+        for group, listener in self._group_listeners.items():
+            self.cache.set_snapshot(replace(snapshot, listeners=MappingProxyType({listener.name: listener})), group)
+        self.cache.set_snapshot(snapshot, DEFAULT_GROUP)
         metrics.SNAPSHOTS.labels(reason).inc()
 
     # -- admin HTTP ----------------------------------------------------------------
@@ -237,6 +246,12 @@ class ControlPlane:
             "ready": ready,
             "reason": reason,
             "snapshot": _snapshot_summary(snapshot),
+            "groups": {
+                group: {kind.short: v for kind, v in (self.cache.current(group) or snapshot).versions.items()}
+                for group in self.cache.groups()
+            }
+            if snapshot is not None
+            else {},
             "sources": [g.status() for g in self._git] + ([self._static.status()] if self._static else []),
             "quarantined": self._routes.quarantined,
             **self.status.as_dict(),

@@ -80,6 +80,9 @@ class AdsStream(ABC):
             return
         for kind in ResourceType:
             plan = self._state.plan(kind, snapshot)
+            # Planning may adopt a state without sending (a subscription shrank); show it.
+            if self._state[kind].acked_version:
+                self._proxy.acked[kind.short] = self._state[kind].acked_version
             if plan is None:
                 continue
             nonce = str(next(self._nonces))

@@ -49,12 +49,7 @@ class RouteTranslator:
         self._settings = settings
         self._entries: dict[Route, list[RouteEntry]] = {}
         self._clusters: dict[ClusterRef, Resource] = {}
-        self._listener = Resource.from_message(
-            ResourceType.LISTENER,
-            LISTENER_NAME,
-            http_listener(settings.listener_address, settings.listener_port),
-            references=(ROUTE_CONFIG_NAME,),
-        )
+        self._listener = listener_resource(settings)
         self.translated_routes = 0
         """How many routes were translated (not served from cache), for tests and metrics."""
         self.quarantined: dict[str, str] = {}
@@ -111,6 +106,16 @@ class RouteTranslator:
             cluster_refs=refs,
             model=tuple(ordered),
         )
+
+
+def listener_resource(settings: GatewaySettings) -> Resource:
+    """The HTTP listener for one node group; groups differ only in where they listen."""
+    return Resource.from_message(
+        ResourceType.LISTENER,
+        LISTENER_NAME,
+        http_listener(settings.listener_address, settings.listener_port),
+        references=(ROUTE_CONFIG_NAME,),
+    )
 
 
 class EndpointTranslator:

@@ -38,13 +38,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if behind else 0
 
 
-def _latest(status: dict[str, Any]) -> dict[str, str]:
-    snapshot = status.get("snapshot") or {}
-    return {kind: info["version"] for kind, info in (snapshot.get("types") or {}).items()}
+def _latest(status: dict[str, Any], group: str) -> dict[str, str]:
+    """The versions a proxy of ``group`` should have: its group's, else the default's."""
+    groups: dict[str, dict[str, str]] = status.get("groups") or {}
+    return groups.get(group) or groups.get("*") or {}
 
 
 def _behind(proxy: dict[str, Any], status: dict[str, Any]) -> list[str]:
-    latest = _latest(status)
+    latest = _latest(status, proxy["cluster"])
     return [kind for kind, version in latest.items() if proxy["acked"].get(kind) != version]
 
 

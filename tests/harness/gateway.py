@@ -27,6 +27,8 @@ class GatewayStack:
         delta: bool = False,
         poll_interval: str = "200ms",
         node_id: str = "gateway-0",
+        envoy_runtime: dict[str, Any] | None = None,
+        control_plane_extra: dict[str, Any] | None = None,
     ) -> None:
         self.directory = directory
         self.repo = RouteRepo(directory / "repo")
@@ -34,6 +36,7 @@ class GatewayStack:
         self.upstream_names = upstreams
         self.delta = delta
         self.node_id = node_id
+        self.envoy_runtime = envoy_runtime or {}
         self.listener_port = free_port()
         self.upstreams: dict[str, EchoUpstream] = {}
         self.control_plane = ControlPlaneProcess.write_config(
@@ -42,6 +45,7 @@ class GatewayStack:
             endpoints=self.endpoints_path,
             listener_port=self.listener_port,
             poll_interval=poll_interval,
+            extra=control_plane_extra,
         )
         self.envoy: EnvoyProcess | None = None
         self._extra_envoys: list[EnvoyProcess] = []
@@ -71,6 +75,8 @@ class GatewayStack:
             node_cluster=cluster,
             delta=self.delta,
         )
+        if self.envoy_runtime:
+            bootstrap["layered_runtime"] = {"layers": [{"name": "test", "static_layer": self.envoy_runtime}]}
         envoy = EnvoyProcess.start(bootstrap, log_dir=self.directory / "logs", admin_port=admin_port, name=f"envoy-{node_id}")
         if self.envoy is not None:
             self._extra_envoys.append(envoy)

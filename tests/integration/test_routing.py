@@ -127,3 +127,42 @@ def test_weighted_split_and_zero_weight(make_stack: StackFactory) -> None:
     counts = Counter(client.request("/split").upstream for _ in range(1000))
     client.close()
     assert counts == Counter({"stable": 1000})
+
+
+def test_hosts_wildcards_globs_and_root_rewrites(make_stack: StackFactory) -> None:
+    stack = make_stack(upstreams=("api", "wild", "anyhost"))
+    stack.commit_routes(
+        {
+            "hosts.yaml": [
+                route_doc("api", {"hosts": ["api.example.com"], "match": {"path": "/only-api"}, "backends": [backend("api")]}),
+                route_doc("wild", {"hosts": ["*.example.com"], "match": {"pathPrefix": "/w"}, "backends": [backend("wild")]}),
+                route_doc(
+                    "users",
+                    {
+                        "match": {"path": "/users/{id}/**"},
+                        "backends": [backend("anyhost")],
+                        "rewrite": {"prefix": "/people"},
+                        "headers": {"request": {"set": {"x-user-id": ""}}},
+                    },
+                ),
+                route_doc("root", {"match": {"path": "/static/**"}, "backends": [backend("anyhost")], "rewrite": {"prefix": "/"}}),
+            ]
+        }
+    )
+    stack.start(wait_path="/users/1")
+
+    def on(host: str, path: str) -> str | None:
+        return stack.get(path, headers={"host": host}).upstream
+
+    assert on("api.example.com", "/only-api") == "api"
+    assert on("api.example.com", "/w/1") == "wild", "a *.example.com route must also serve api.example.com"
+    assert on("shop.example.com", "/w/1") == "wild"
+    assert stack.get("/only-api", headers={"host": "shop.example.com"}).status == 404
+    assert stack.get("/w/1", headers={"host": "other.org"}).status == 404
+
+    base = stack.get("/users/7", headers={"x-user-id": "forged"})
+    assert base.json()["path"] == "/people/7", "a template ending in /** also takes its base path"
+    assert base.json()["headers"]["x-user-id"] == "", "set to empty must blank the client's value"
+    assert stack.get("/users/7/orders/1").json()["path"] == "/people/7/orders/1"
+    assert stack.get("/static/css/a.css").json()["path"] == "/css/a.css"
+    assert stack.get("/static").json()["path"] == "/"

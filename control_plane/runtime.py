@@ -24,11 +24,12 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from control_plane import metrics
+from control_plane import heap, metrics
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.snapshot_cache import DEFAULT_GROUP, SnapshotCache
 from control_plane.config import ControlPlaneConfig
 from control_plane.debounce import Debouncer
+from control_plane.heap import collector_paused
 from control_plane.model.route import Route
 from control_plane.proxy_status import ProxyStatus
 from control_plane.render import resource_data
@@ -172,7 +173,7 @@ class ControlPlane:
         routes = self.merged_routes()
         started = time.monotonic()
         before = self._routes.translated_routes
-        translation = await asyncio.to_thread(self._routes.translate, routes)
+        translation = await asyncio.to_thread(self._translate, routes)
         metrics.TRANSLATIONS.inc()
         metrics.ROUTES_TRANSLATED.inc(self._routes.translated_routes - before)
         endpoints = self._endpoints.translate(translation.cluster_refs, self._table)
@@ -186,6 +187,7 @@ class ControlPlane:
         )
         self._publish(snapshot, "routes")
         self._translation = translation
+        heap.settle()
         log.info(
             "snapshot_published",
             reason="routes",
@@ -194,6 +196,10 @@ class ControlPlane:
             clusters=len(translation.clusters),
             translate_ms=round((time.monotonic() - started) * 1000, 1),
         )
+
+    def _translate(self, routes: list[Route]) -> Translation:
+        with collector_paused():
+            return self._routes.translate(routes)
 
     async def _rebuild_endpoints(self, seen_at: float) -> None:
         current = self.cache.current("*")

@@ -37,6 +37,18 @@ class Resource:
         body = message.SerializeToString(deterministic=True)
         return cls(kind, name, body, content_hash(body), provenance, references)
 
+    @classmethod
+    def from_bytes(
+        cls,
+        kind: ResourceType,
+        name: str,
+        body: bytes,
+        *,
+        provenance: tuple[str, ...] = (),
+        references: tuple[str, ...] = (),
+    ) -> Resource:
+        return cls(kind, name, body, content_hash(body), provenance, references)
+
     def to_any(self) -> any_pb2.Any:
         return any_pb2.Any(type_url=self.type.url, value=self.body)
 

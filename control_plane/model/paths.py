@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 
 import re2
 
@@ -56,8 +57,10 @@ class PathPattern:
         return new_prefix.rstrip("/") + rest
 
 
+@lru_cache(maxsize=65536)
 def parse_path(text: str) -> PathPattern:
-    """Classify a `match.path`; ValueError names the offending segment."""
+    """Classify a `match.path`; ValueError names the offending segment. Pure, so cached:
+    validation, ordering and translation all ask about the same paths."""
     if not text.startswith("/"):
         raise ValueError(f"{text!r} must start with '/'")
     if "?" in text or "#" in text:

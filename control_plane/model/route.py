@@ -40,7 +40,7 @@ class Route:
     spec: RouteSpec
     origin: Origin
 
-    @property
+    @cached_property
     def id(self) -> str:
         return f"{self.namespace}/{self.name}"
 

@@ -18,6 +18,20 @@ _BaseLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+        # Tag resolution runs in Python even under the C loader and is a pure function
+        # of a scalar's text; route files repeat the same keys thousands of times.
+        if kind is not yaml.ScalarNode or not isinstance(value, str):
+            return str(super().resolve(kind, value, implicit))
+        key = (value, implicit)
+        tag = _RESOLVED.get(key)
+        if tag is None:
+            tag = str(super().resolve(kind, value, implicit))
+            if len(_RESOLVED) >= 50_000:
+                _RESOLVED.clear()
+            _RESOLVED[key] = tag
+        return tag
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         # PyYAML keeps the last of two equal keys; a forgotten `---` would then silently
         # merge two routes into one. Refuse instead.
@@ -36,6 +50,7 @@ class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
         return mapping
 
 
+_RESOLVED: dict[tuple[str, tuple[bool, bool]], str] = {}
 _Yaml12Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()

@@ -14,6 +14,7 @@ NACKs it. A NACKed set is not sent again: the next send waits for a new snapshot
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from control_plane.cache.resource import Resource
@@ -97,7 +98,14 @@ class StreamState:
             return None
         target = self._target(kind, snapshot)
         version = set_version(target.values())
-        if version in (state.acked_version, state.nacked_version):
+        if version == state.acked_version:
+            if _current_in(target, snapshot.of(kind)):
+                # Same resources in a newer snapshot: point at it, so an old snapshot (and
+                # every Route in it) is not kept alive by a type that never changes. Not
+                # while held back: NACK attribution compares against what Envoy runs.
+                state.acked_snapshot = snapshot
+            return None
+        if version == state.nacked_version:
             return None
         changed = [r for name, r in target.items() if _differs(state.acked.get(name), r)]
         removed = [name for name in state.acked if name not in target]
@@ -176,6 +184,10 @@ class StreamState:
         never_routed = not routes.acked and routes.inflight is None
         settled = clusters.inflight is None and endpoints.inflight is None
         return never_routed and settled and bool(clusters.nacked_version or endpoints.nacked_version)
+
+
+def _current_in(target: dict[str, Resource], desired: Mapping[str, Resource]) -> bool:
+    return all((d := desired.get(name)) is not None and d.version == r.version for name, r in target.items())
 
 
 def _differs(old: Resource | None, new: Resource) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from control_plane.errors import Problem
+from control_plane.heap import collector_paused
 from control_plane.model.loading import duplicate_problems, parse_route_file
 from control_plane.model.route import Origin, Route
 from control_plane.sources.git import ROUTE_SUFFIXES
@@ -26,15 +27,16 @@ def load_route_path(path: Path) -> tuple[list[Route], list[Problem]]:
     if not path.exists():
         return [], [Problem(str(path), "", "no such file or directory")]
     base = path if path.is_dir() else path.parent
-    for file in route_files(path):
-        try:
-            text = file.read_bytes()
-        except OSError as exc:
-            problems.append(Problem(str(file), "", f"cannot read: {exc.strerror}"))
-            continue
-        location = str(file.relative_to(base)) if path.is_dir() else str(file)
-        file_routes, file_problems = parse_route_file(text, Origin("file", location))
-        routes.extend(file_routes)
-        problems.extend(file_problems)
+    with collector_paused():
+        for file in route_files(path):
+            try:
+                text = file.read_bytes()
+            except OSError as exc:
+                problems.append(Problem(str(file), "", f"cannot read: {exc.strerror}"))
+                continue
+            location = str(file.relative_to(base)) if path.is_dir() else str(file)
+            file_routes, file_problems = parse_route_file(text, Origin("file", location))
+            routes.extend(file_routes)
+            problems.extend(file_problems)
     problems.extend(duplicate_problems(routes))
     return routes, problems

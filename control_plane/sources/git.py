@@ -19,6 +19,7 @@ import structlog
 
 from control_plane import metrics
 from control_plane.errors import Problem, SourceError
+from control_plane.heap import collector_paused
 from control_plane.model.loading import duplicate_problems, parse_route_file
 from control_plane.model.route import Origin, Route
 from control_plane.sources.base import PublishRoutes, RouteSet
@@ -167,10 +168,11 @@ class GitSource:
     def _parse(
         self, entries: list[TreeEntry], contents: dict[str, bytes], commit: str
     ) -> dict[tuple[str, str], tuple[list[Route], list[Problem]]]:
-        return {
-            (entry.path, entry.blob): parse_route_file(contents[entry.blob], Origin("git", entry.path, commit))
-            for entry in entries
-        }
+        with collector_paused():
+            return {
+                (entry.path, entry.blob): parse_route_file(contents[entry.blob], Origin("git", entry.path, commit))
+                for entry in entries
+            }
 
     def status(self) -> dict[str, Any]:
         return {

@@ -14,13 +14,13 @@ from google.protobuf.json_format import ParseError
 
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
-from control_plane.model.ordering import most_specific_first
+from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
 from control_plane.translator.clusters import cluster
 from control_plane.translator.coverage import unenforced
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
 from control_plane.translator.listeners import http_listener
-from control_plane.translator.messages import RouteEntry
+from control_plane.translator import wire
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, ClusterRef
 from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
 
@@ -31,6 +31,23 @@ log = structlog.get_logger(component="translator")
 class GatewaySettings:
     listener_address: str = "0.0.0.0"
     listener_port: int = 8080
+
+
+@dataclass(frozen=True, slots=True)
+class _Translated:
+    """What the translator keeps per route between calls."""
+
+    encoded: bytes
+    """The route's Envoy entries, serialized as VirtualHost.routes records."""
+    sort_key: SortKey
+    refs: tuple[ClusterRef, ...]
+
+
+def _translate_route(route: Route) -> _Translated:
+    encoded = b"".join(
+        wire.as_route_field(entry.SerializeToString(deterministic=True)) for entry in route_entries(route)
+    )
+    return _Translated(encoded, specificity_key(route), tuple(cluster_refs(route)))
 
 
 @dataclass(frozen=True)
@@ -47,7 +64,7 @@ class Translation:
 class RouteTranslator:
     def __init__(self, settings: GatewaySettings) -> None:
         self._settings = settings
-        self._entries: dict[Route, list[RouteEntry]] = {}
+        self._entries: dict[Route, _Translated] = {}
         self._clusters: dict[ClusterRef, Resource] = {}
         self._listener = listener_resource(settings)
         self.translated_routes = 0
@@ -56,13 +73,13 @@ class RouteTranslator:
         """Routes left out of the last translation because they could not be translated, and why."""
 
     def translate(self, routes: list[Route]) -> Translation:
-        entries: dict[Route, list[RouteEntry]] = {}
+        translated: dict[Route, _Translated] = {}
         quarantined: dict[str, str] = {}
         for route in routes:
             cached = self._entries.get(route)
             if cached is None:
                 try:
-                    cached = route_entries(route)
+                    cached = _translate_route(route)
                 except (ParseError, ValueError) as exc:
                     # A translator gap must cost one route, not the whole config.
                     quarantined[route.id] = f"{route.origin}: {exc}"
@@ -71,14 +88,14 @@ class RouteTranslator:
                 self.translated_routes += 1
                 for warning in unenforced(route):
                     log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
-            entries[route] = cached
-        self._entries = entries
+            translated[route] = cached
+        self._entries = translated
         self.quarantined = quarantined
-        ordered = most_specific_first(list(entries))
+        ordered = sorted(translated, key=lambda route: translated[route].sort_key)
 
         users: dict[ClusterRef, list[str]] = {}
         for route in ordered:
-            for ref in cluster_refs(route):
+            for ref in translated[route].refs:
                 users.setdefault(ref, []).append(route.id)
         refs = tuple(sorted(users))
         self._clusters = {
@@ -91,11 +108,11 @@ class RouteTranslator:
             )
             for ref, r in self._clusters.items()
         )
-        config = route_configuration(ordered, entries)
-        route_resource = Resource.from_message(
+        body = route_configuration(ordered, {route: translated[route].encoded for route in ordered})
+        route_resource = Resource.from_bytes(
             ResourceType.ROUTE,
             ROUTE_CONFIG_NAME,
-            config,
+            body,
             provenance=tuple(route.id for route in ordered),
             references=tuple(ref.name for ref in refs),
         )

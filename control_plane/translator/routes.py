@@ -19,6 +19,7 @@ from control_plane.model.durations import format_duration_ms
 from control_plane.model.paths import PathKind, PathPattern, parse_path
 from control_plane.model.route import Route
 from control_plane.model.schema import IDEMPOTENT_METHODS, HeaderMatch, Retries
+from control_plane.translator import wire
 from control_plane.translator.messages import RouteConfiguration, RouteEntry, parse
 from control_plane.translator.names import METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ClusterRef
 
@@ -267,12 +268,13 @@ def _hosts(route: Route) -> list[str]:
     return [] if not hosts or ANY_HOST in hosts else hosts
 
 
-def route_configuration(ordered: list[Route], entries: dict[Route, list[RouteEntry]]) -> RouteConfiguration:
-    """One virtual host per named host, plus "*".
+def route_configuration(ordered: list[Route], encoded: dict[Route, bytes]) -> bytes:
+    """One virtual host per named host, plus "*", serialized.
 
     Envoy picks a single virtual host, the most specific domain match, so each virtual
     host also carries every route that would match it through a wider name: host-less
-    routes everywhere, and ``*.example.com`` routes on ``api.example.com``.
+    routes everywhere, and ``*.example.com`` routes on ``api.example.com``. ``encoded``
+    holds each route's entries as VirtualHost.routes records (see wire.py).
     """
     hosts = {route: _hosts(route) for route in ordered}
     domains = sorted({host for names in hosts.values() for host in names})
@@ -290,22 +292,15 @@ def route_configuration(ordered: list[Route], entries: dict[Route, list[RouteEnt
                 covered.update(d for d in domains if _covers(name, d))
         for domain in covered:
             named[domain].append(route)
-    config = RouteConfiguration(name=ROUTE_CONFIG_NAME)
-    config.validate_clusters.value = False
-    for domain in domains:
-        members = list(heapq.merge(named[domain], anywhere, key=position.__getitem__))
-        _add_virtual_host(config, "host:" + domain, [domain], members, entries)
-    _add_virtual_host(config, "any", [ANY_HOST], anywhere, entries)
-    return config
-
-
-def _add_virtual_host(
-    config: RouteConfiguration,
-    name: str,
-    domains: list[str],
-    members: list[Route],
-    entries: dict[Route, list[RouteEntry]],
-) -> None:
-    vhost = config.virtual_hosts.add(name=name, domains=domains)
-    for route in members:
-        vhost.routes.extend(entries[route])
+    head = RouteConfiguration(name=ROUTE_CONFIG_NAME)
+    head.validate_clusters.value = False
+    vhosts = [
+        wire.virtual_host(
+            "host:" + domain,
+            [domain],
+            (encoded[r] for r in heapq.merge(named[domain], anywhere, key=position.__getitem__)),
+        )
+        for domain in domains
+    ]
+    vhosts.append(wire.virtual_host("any", [ANY_HOST], (encoded[r] for r in anywhere)))
+    return wire.route_configuration(head, vhosts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
@@ -39,12 +40,32 @@ def _reason(error: dict[str, object]) -> str:
     return message
 
 
+_FIELD_PREFIX = re.compile(r"^([A-Za-z][A-Za-z0-9]*(?:\[\d+\])?(?:\.[A-Za-z][A-Za-z0-9]*(?:\[\d+\])?)*): (.+)$", re.S)
+
+
+def _sub_location(reason: str) -> tuple[tuple[str | int, ...], str]:
+    """Cross-field checks name their field first ("backends[1]: listed twice"); turn that
+    into a location, so the problem points at the field's own line."""
+    match = _FIELD_PREFIX.match(reason)
+    if match is None:
+        return (), reason
+    loc: list[str | int] = []
+    for part in match.group(1).split("."):
+        name, _, index = part.partition("[")
+        loc.append(name)
+        if index:
+            loc.append(int(index.rstrip("]")))
+    return tuple(loc), match.group(2)
+
+
 def validation_problems(exc: ValidationError, location: str, document: Document | None) -> list[Problem]:
     problems = []
     for error in exc.errors(include_url=False):
-        loc = tuple(p for p in error["loc"] if isinstance(p, (str, int)))
+        loc: tuple[str | int, ...] = tuple(p for p in error["loc"] if isinstance(p, (str, int)))
+        sub, reason = _sub_location(_reason(dict(error)))
+        loc += sub
         where = f"{location}:{document.line_of(loc)}" if document is not None else location
-        problems.append(Problem(where, field_path(loc), _reason(dict(error))))
+        problems.append(Problem(where, field_path(loc), reason))
     return problems
 
 

@@ -126,12 +126,15 @@ ENVOY_MAX_PROGRAM_SIZE = 100
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False
+# Envoy hands RE2 the pattern's UTF-8 bytes and compiles them as Latin-1, which is what
+# its program sizes (and its refusal of escapes above \x{ff}) correspond to.
+_RE2_OPTIONS.encoding = re2.Options.Encoding.LATIN1
 
 
 def check_re2(pattern: str) -> None:
-    """Compile with RE2 itself, the engine Envoy uses, and apply Envoy's size limit."""
+    """Compile with RE2 itself, the way Envoy does, and apply Envoy's size limit."""
     try:
-        compiled = re2.compile(pattern, _RE2_OPTIONS)
+        compiled = re2.compile(pattern.encode("utf-8"), _RE2_OPTIONS)
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise ValueError(f"{pattern!r} is not a valid RE2 regex: {reason}") from None

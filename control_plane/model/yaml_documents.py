@@ -34,21 +34,23 @@ class _Yaml12Loader(_BaseLoader):  # type: ignore[misc]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         # PyYAML keeps the last of two equal keys; a forgotten `---` would then silently
-        # merge two routes into one. Refuse instead.
-        seen: dict[Any, yaml.Node] = {}
+        # merge two routes into one. Refuse instead. Only keys written in this mapping
+        # count: a `<<:` merge may be overridden, that is what merges are for.
+        seen: dict[tuple[str, str], yaml.Node] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = (key_node.tag, key_node.value)
+            if key in seen:
                 raise yaml.constructor.ConstructorError(
                     "while constructing a mapping",
                     node.start_mark,
-                    f"found duplicate key {key!r} (first on line {seen[key].start_mark.line + 1})",
+                    f"found duplicate key {key_node.value!r} (first on line {seen[key].start_mark.line + 1})",
                     key_node.start_mark,
                 )
             seen[key] = key_node
         mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
         return mapping
-
 
 _RESOLVED: dict[tuple[str, tuple[bool, bool]], str] = {}
 _Yaml12Loader.yaml_implicit_resolvers = {

@@ -56,6 +56,11 @@ class StaticEndpointTable:
         return ()
 
 
+def _port_ok(key: str) -> bool:
+    _, colon, port = key.partition(":")
+    return not colon or 1 <= int(port) <= 65535
+
+
 def _endpoint(value: object, where: str) -> Endpoint:
     zone, weight = "", 1
     if isinstance(value, dict):
@@ -97,7 +102,7 @@ def parse_endpoints(text: str | bytes, location: str) -> StaticEndpointTable:
     problems: list[Problem] = []
     entries: dict[str, tuple[Endpoint, ...]] = {}
     for key, values in services.items():
-        if not isinstance(key, str) or not _KEY.match(key):
+        if not isinstance(key, str) or not _KEY.match(key) or not _port_ok(key):
             problems.append(
                 Problem(location, f"services.{key}", "keys are service, namespace/service, or either with :port")
             )

@@ -9,7 +9,6 @@ A route becomes one Envoy route entry per path variant and method group:
 
 from __future__ import annotations
 
-import heapq
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -268,13 +267,24 @@ def _hosts(route: Route) -> list[str]:
     return [] if not hosts or ANY_HOST in hosts else hosts
 
 
+def _host_rank(names: list[str], domain: str) -> tuple[int, int]:
+    """How closely a route's hosts name ``domain``: exact, then longer wildcards, then none."""
+    if not names:
+        return (2, 0)
+    if domain in names:
+        return (0, 0)
+    return (1, min(-len(name) for name in names if _covers(name, domain)))
+
+
 def route_configuration(ordered: list[Route], encoded: dict[Route, bytes]) -> bytes:
     """One virtual host per named host, plus "*", serialized.
 
     Envoy picks a single virtual host, the most specific domain match, so each virtual
     host also carries every route that would match it through a wider name: host-less
-    routes everywhere, and ``*.example.com`` routes on ``api.example.com``. ``encoded``
-    holds each route's entries as VirtualHost.routes records (see wire.py).
+    routes everywhere, and ``*.example.com`` routes on ``api.example.com``. Within a
+    virtual host, routes naming the host exactly come first, then wildcards (longer
+    first), then host-less routes, each in path order (as Gateway API ranks hostnames
+    before paths). ``encoded`` holds each route's entries as VirtualHost.routes records.
     """
     hosts = {route: _hosts(route) for route in ordered}
     domains = sorted({host for names in hosts.values() for host in names})
@@ -292,13 +302,18 @@ def route_configuration(ordered: list[Route], encoded: dict[Route, bytes]) -> by
                 covered.update(d for d in domains if _covers(name, d))
         for domain in covered:
             named[domain].append(route)
+
+    def members(domain: str) -> list[Route]:
+        ranked = sorted(named[domain], key=lambda r: (_host_rank(hosts[r], domain), position[r]))
+        return ranked + anywhere
+
     head = RouteConfiguration(name=ROUTE_CONFIG_NAME)
     head.validate_clusters.value = False
     vhosts = [
         wire.virtual_host(
             "host:" + domain,
             [domain],
-            (encoded[r] for r in heapq.merge(named[domain], anywhere, key=position.__getitem__)),
+            (encoded[r] for r in members(domain)),
         )
         for domain in domains
     ]

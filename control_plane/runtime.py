@@ -22,7 +22,6 @@ from types import MappingProxyType
 from typing import Any
 
 import structlog
-from aiohttp import web
 
 from control_plane import heap, metrics
 from control_plane.cache.snapshot import Snapshot
@@ -32,13 +31,13 @@ from control_plane.debounce import Debouncer
 from control_plane.heap import collector_paused
 from control_plane.model.route import Route
 from control_plane.proxy_status import ProxyStatus
-from control_plane.render import resource_data
 from control_plane.server.ads import build_server
 from control_plane.sources.base import RouteSet
 from control_plane.sources.git import GitSettings, GitSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
 from control_plane.translator.pipeline import GatewaySettings, RouteTranslator, Translation, listener_resource
+from control_plane.admin_api import admin_routes
 from gatehouse.admin_http import AdminServer
 
 log = structlog.get_logger(component="control_plane")
@@ -96,7 +95,7 @@ class ControlPlane:
 
     async def run(self) -> None:
         grpc_server = build_server(self.cache, self.status, self.config.xds.address)
-        admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=self._admin_routes())
+        admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=admin_routes(self))
         await grpc_server.start()
         await admin.start()
         log.info("control_plane_started", xds=self.config.xds.address, admin=self.config.admin.address)
@@ -222,70 +221,15 @@ class ControlPlane:
         self.cache.set_snapshot(snapshot, DEFAULT_GROUP)
         metrics.SNAPSHOTS.labels(reason).inc()
 
-    # -- admin HTTP ----------------------------------------------------------------
+    # -- what the admin API shows --------------------------------------------------
 
-    def _admin_routes(self) -> list[web.RouteDef]:
-        return [
-            web.post("/sync", self._http_sync),
-            web.get("/status", self._http_status),
-            web.get("/config", self._http_config),
-        ]
+    @property
+    def git_sources(self) -> list[GitSource]:
+        return list(self._git)
 
-    async def _http_sync(self, request: web.Request) -> web.Response:
-        """Sync every Git source now (a webhook target). ?wait=0 returns at once."""
-        if request.query.get("wait", "1") == "0":
-            for source in self._git:
-                source.trigger()
-            return web.json_response({"triggered": [g.name for g in self._git]}, status=202)
-        results = {}
-        for source in self._git:
-            try:
-                results[source.name] = (await source.sync()).as_dict()
-            except Exception as exc:  # noqa: BLE001 - reported to the caller, source keeps polling
-                results[source.name] = {"error": str(exc)}
-        return web.json_response({"sources": results})
+    def source_status(self) -> list[dict[str, Any]]:
+        return [g.status() for g in self._git] + ([self._static.status()] if self._static else [])
 
-    async def _http_status(self, _: web.Request) -> web.Response:
-        snapshot = self.cache.current("*")
-        ready, reason = self.readiness()
-        body = {
-            "ready": ready,
-            "reason": reason,
-            "snapshot": _snapshot_summary(snapshot),
-            "groups": {
-                group: {kind.short: v for kind, v in (self.cache.current(group) or snapshot).versions.items()}
-                for group in self.cache.groups()
-            }
-            if snapshot is not None
-            else {},
-            "sources": [g.status() for g in self._git] + ([self._static.status()] if self._static else []),
-            "quarantined": self._routes.quarantined,
-            **self.status.as_dict(),
-        }
-        return web.json_response(body)
-
-    async def _http_config(self, request: web.Request) -> web.Response:
-        snapshot = self.cache.current(request.query.get("cluster", "*"))
-        if snapshot is None:
-            return web.json_response({"error": "no snapshot yet"}, status=503)
-        wanted = request.query.get("type")
-        out = {}
-        for kind in snapshot.versions:
-            if wanted and kind.short != wanted.upper():
-                continue
-            out[kind.short] = [resource_data(r) for r in snapshot.of(kind).values()]
-        return web.json_response(out)
-
-
-def _snapshot_summary(snapshot: Snapshot | None) -> dict[str, Any] | None:
-    if snapshot is None:
-        return None
-    return {
-        "version": snapshot.version,
-        "types": {
-            kind.short: {"version": version, "resources": len(snapshot.of(kind))}
-            for kind, version in snapshot.versions.items()
-        },
-        "routes": len(snapshot.model),
-    }
-
+    @property
+    def quarantined(self) -> dict[str, str]:
+        return dict(self._routes.quarantined)

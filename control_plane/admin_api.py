@@ -1,0 +1,89 @@
+"""The control plane's own admin endpoints, next to /healthz, /readyz and /metrics.
+
+- ``POST /sync``: fetch every Git source now (a webhook target); ``?wait=0`` returns at once;
+- ``GET /status``: sources, quarantined routes, connected Envoys, ACKed versions, NACKs;
+- ``GET /config``: the current resources as Envoy JSON (``?type=RDS``, ``?cluster=<group>``).
+
+Bind it to a private address: it changes nothing but sync timing, and shows route
+config, which is not secret but is internal.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from control_plane.cache.snapshot import Snapshot
+from control_plane.render import resource_data
+
+if TYPE_CHECKING:
+    from control_plane.runtime import ControlPlane
+
+
+def admin_routes(plane: ControlPlane) -> list[web.RouteDef]:
+    async def sync(request: web.Request) -> web.Response:
+        sources = plane.git_sources
+        if request.query.get("wait", "1") == "0":
+            for source in sources:
+                source.trigger()
+            return web.json_response({"triggered": [g.name for g in sources]}, status=202)
+        results = {}
+        for source in sources:
+            try:
+                results[source.name] = (await source.sync()).as_dict()
+            except Exception as exc:  # noqa: BLE001 - reported to the caller; the source keeps polling
+                results[source.name] = {"error": str(exc)}
+        return web.json_response({"sources": results})
+
+    async def status(_: web.Request) -> web.Response:
+        snapshot = plane.cache.current("*")
+        ready, reason = plane.readiness()
+        body = {
+            "ready": ready,
+            "reason": reason,
+            "snapshot": snapshot_summary(snapshot),
+            "groups": group_versions(plane, snapshot),
+            "sources": plane.source_status(),
+            "quarantined": plane.quarantined,
+            **plane.status.as_dict(),
+        }
+        return web.json_response(body)
+
+    async def config(request: web.Request) -> web.Response:
+        snapshot = plane.cache.current(request.query.get("cluster", "*"))
+        if snapshot is None:
+            return web.json_response({"error": "no snapshot yet"}, status=503)
+        wanted = request.query.get("type", "").upper()
+        out = {
+            kind.short: [resource_data(r) for r in snapshot.of(kind).values()]
+            for kind in snapshot.versions
+            if not wanted or kind.short == wanted
+        }
+        return web.json_response(out)
+
+    return [web.post("/sync", sync), web.get("/status", status), web.get("/config", config)]
+
+
+def group_versions(plane: ControlPlane, default: Snapshot | None) -> dict[str, dict[str, str]]:
+    """The latest versions per node group, which each proxy is compared against."""
+    if default is None:
+        return {}
+    out = {}
+    for group in plane.cache.groups():
+        snapshot = plane.cache.current(group) or default
+        out[group] = {kind.short: version for kind, version in snapshot.versions.items()}
+    return out
+
+
+def snapshot_summary(snapshot: Snapshot | None) -> dict[str, Any] | None:
+    if snapshot is None:
+        return None
+    return {
+        "version": snapshot.version,
+        "types": {
+            kind.short: {"version": version, "resources": len(snapshot.of(kind))}
+            for kind, version in snapshot.versions.items()
+        },
+        "routes": len(snapshot.model),
+    }

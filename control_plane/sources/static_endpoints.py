@@ -57,8 +57,9 @@ class StaticEndpointTable:
 
 
 def _port_ok(key: str) -> bool:
+    """A key's port must be what a backend can name: 1–65535, written without leading zeros."""
     _, colon, port = key.partition(":")
-    return not colon or 1 <= int(port) <= 65535
+    return not colon or (str(int(port)) == port and 1 <= int(port) <= 65535)
 
 
 def _endpoint(value: object, where: str) -> Endpoint:

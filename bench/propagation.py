@@ -1,0 +1,637 @@
+"""Propagation latency: from a Git commit to Envoy serving the change.
+
+For each route count N: generate N routes (``--routes-per-file`` per file; exact, template,
+prefix and segment-prefix paths), commit, start a real stack (echo upstreams, control
+plane, Envoy), and wait until Envoy serves them. Then, ``--changes`` times: bump the
+``x-rev`` response header of ONE route in one file, ``git commit``, start the clock when
+the commit returns, POST /sync (``--mode webhook``, what a Git webhook does) or just wait
+for the poll (``--mode poll``), and poll Envoy over one keep-alive connection until the
+response carries the new value.
+
+A baseline is measured in the same run, against the same stack: the round trip of POST
+/sync when nothing changed (the git fetch floor) and one request through Envoy.
+
+    .venv/bin/python bench/propagation.py --routes 10,1000,10000 --changes 20
+    .venv/bin/python bench/propagation.py --routes 1000 --mode poll
+
+One JSON document goes to stdout; progress to stderr. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from control_plane.model.durations import parse_duration_ms  # noqa: E402
+from tests.harness.gateway import GatewayStack  # noqa: E402
+from tests.harness.http_client import Client  # noqa: E402
+from tests.harness.route_repo import route_doc  # noqa: E402
+from tests.harness.upstream import EchoUpstream  # noqa: E402
+
+try:  # libyaml makes generating 10,000 route documents take a second, not ten
+    from yaml import CSafeDumper as _Dumper
+except ImportError:  # pragma: no cover - depends on how PyYAML was built
+    from yaml import SafeDumper as _Dumper  # type: ignore[assignment]
+
+AIMS_MS = {1000: 250.0, 10000: 2000.0}
+"""The issue's targets for p99 commit→served latency, by route count."""
+SERVICES = ("svc-a", "svc-b")
+KINDS = ("exact", "template", "prefix", "segmentPrefix")
+PROJECT_PACKAGES = ("control_plane/", "gatehouse/admin_http.py")
+
+
+def progress(message: str) -> None:
+    print(f"[propagation {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- statistics -------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100): always one of the measured values."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary(values_s: list[float]) -> dict[str, Any]:
+    """Seconds in, milliseconds out (rounded to 0.01 ms)."""
+    if not values_s:
+        return {"n": 0}
+    ms = [v * 1000 for v in values_s]
+    return {
+        "n": len(ms),
+        "p50_ms": round(percentile(ms, 50), 2),
+        "p90_ms": round(percentile(ms, 90), 2),
+        "p99_ms": round(percentile(ms, 99), 2),
+        "max_ms": round(max(ms), 2),
+        "min_ms": round(min(ms), 2),
+        "mean_ms": round(statistics.fmean(ms), 2),
+    }
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or not b:
+        return None
+    return round(a / b, 2)
+
+
+# -- the route repository ---------------------------------------------------------------
+
+
+@dataclass
+class RouteSpec:
+    index: int
+    kind: str
+    match: dict[str, str]
+    probe: str
+    """A request path this route (and no more specific one) matches."""
+    service: str
+    rev: str = "0"
+
+    @property
+    def name(self) -> str:
+        return f"r{self.index:05d}"
+
+    def document(self) -> dict[str, Any]:
+        return route_doc(
+            self.name,
+            {
+                "match": self.match,
+                "backends": [{"service": self.service, "port": 8080}],
+                "headers": {"response": {"set": {"x-rev": self.rev}}},
+            },
+        )
+
+
+def make_route(index: int) -> RouteSpec:
+    kind = KINDS[index % len(KINDS)]
+    service = SERVICES[index % len(SERVICES)]
+    if kind == "exact":
+        return RouteSpec(index, kind, {"path": f"/r/{index}"}, f"/r/{index}", service)
+    if kind == "template":
+        return RouteSpec(index, kind, {"path": f"/t/{index}/{{id}}"}, f"/t/{index}/x", service)
+    if kind == "prefix":  # a plain string prefix; the trailing slash keeps /p/1/ off /p/10/...
+        return RouteSpec(index, kind, {"pathPrefix": f"/p/{index}/"}, f"/p/{index}/x", service)
+    return RouteSpec(index, kind, {"path": f"/s/{index}/**"}, f"/s/{index}/x/y", service)
+
+
+class RouteSet:
+    """N routes in files of ``per_file`` routes, written into a GatewayStack's repo."""
+
+    def __init__(self, count: int, per_file: int) -> None:
+        self.routes = [make_route(i) for i in range(count)]
+        self.per_file = per_file
+
+    def filename(self, index: int) -> str:
+        return f"routes-{index // self.per_file:04d}.yaml"
+
+    def render(self, file_index: int) -> str:
+        start = file_index * self.per_file
+        docs = [r.document() for r in self.routes[start : start + self.per_file]]
+        return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False)
+
+    @property
+    def files(self) -> int:
+        return math.ceil(len(self.routes) / self.per_file)
+
+    def write_all(self, stack: GatewayStack) -> None:
+        for file_index in range(self.files):
+            stack.repo.write(self.filename(file_index * self.per_file), self.render(file_index))
+
+    def bump(self, stack: GatewayStack, index: int, rev: str) -> None:
+        """Change one route's x-rev and rewrite only its file."""
+        self.routes[index].rev = rev
+        stack.repo.write(self.filename(index), self.render(index // self.per_file))
+
+    def change_targets(self, changes: int, seed: int) -> list[int]:
+        """Routes to change: spread over files and path kinds, deterministic for a seed."""
+        rng = random.Random(seed)
+        count = len(self.routes)
+        targets = []
+        for change in range(changes):
+            kind = change % len(KINDS)
+            candidates = range(kind, count, len(KINDS)) if count > kind else range(count)
+            targets.append(rng.choice(candidates))
+        return targets
+
+
+# -- observing processes ----------------------------------------------------------------
+
+
+def proc_memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, in KiB."""
+    out: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key + "_kib"] = int(value.split()[0])
+    return out
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    kib = proc_memory(pid)
+    return {
+        "VmRSS_mib": round(kib.get("VmRSS_kib", 0) / 1024, 1),
+        "VmHWM_mib": round(kib.get("VmHWM_kib", 0) / 1024, 1),
+    }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all threads)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+class LogTail:
+    """New JSON lines of the control plane's log since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = path.stat().st_size if path.exists() else 0
+
+    def events(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with open(self.path, "rb") as log:
+            log.seek(self.offset)
+            data = log.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        events = []
+        for line in data[:end].splitlines():
+            if line.startswith(b"{"):
+                try:
+                    events.append(json.loads(line))
+                except ValueError:
+                    continue
+        return events
+
+
+def histogram_totals(metrics: dict[str, float], name: str, kind: str) -> tuple[float, float]:
+    labels = f'{{type="{kind}"}}'
+    return metrics.get(f"{name}_sum{labels}", 0.0), metrics.get(f"{name}_count{labels}", 0.0)
+
+
+# -- profiling (optional) -----------------------------------------------------------------
+
+
+class Profiler:
+    """py-spy record on the control plane while changes run; summarised as function shares."""
+
+    def __init__(self, pid: int, output: Path, rate: int, gil_only: bool, native: bool) -> None:
+        self.output = output
+        binary = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+        if binary is None:
+            raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        argv = [binary, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "--threads", "-o", str(output)]
+        if gil_only:  # only the thread holding the GIL: where Python CPU time goes, no idle waits
+            argv.append("--gil")
+        if native:  # C frames too: shows the garbage collector and protobuf/yaml C code by name
+            argv.append("--native")
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(0.5)  # let it attach before the first change
+        if self.process.poll() is not None:
+            raise SystemExit(f"py-spy failed: {self.process.stderr.read().decode() if self.process.stderr else ''}")
+
+    def stop(self) -> dict[str, Any]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return summarise_profile(self.output) if self.output.exists() else {"error": "no py-spy output"}
+
+
+def _frame_name(frame: str) -> str:
+    """'translate (control_plane/translator/pipeline.py:60)' → 'translate (…/pipeline.py)'."""
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    marker = "site-packages/"
+    if marker in path:
+        path = path.split(marker, 1)[1]
+    elif str(REPO_ROOT) in path:
+        path = path.split(str(REPO_ROOT) + "/", 1)[1]
+    return f"{name} ({path})"
+
+
+def summarise_profile(path: Path, top: int = 20) -> dict[str, Any]:
+    """Shares of active samples by leaf function (self) and by function on the stack (inclusive)."""
+    self_counts: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    project: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        thread = next((f for f in frames if f.startswith("thread ")), "thread ?").partition(": ")[2] or "?"
+        functions = [_frame_name(f) for f in frames if " (" in f and not f.startswith(("process ", "thread "))]
+        if not functions:
+            continue
+        total += count
+        threads[thread] += count
+        self_counts[functions[-1]] += count
+        for function in set(functions):
+            inclusive[function] += count
+        for function in {f for f in functions if f.split(" (", 1)[1].startswith(PROJECT_PACKAGES)}:
+            project[function] += count
+
+    def shares(counter: Counter[str]) -> list[dict[str, Any]]:
+        return [{"function": f, "share": round(n / total, 3), "samples": n} for f, n in counter.most_common(top)]
+
+    return {
+        "raw_file": str(path),
+        "samples": total,
+        "by_thread": shares(threads),
+        "self": shares(self_counts),
+        "inclusive": shares(inclusive),
+        "inclusive_project": shares(project),
+    }
+
+
+# -- one size -----------------------------------------------------------------------------
+
+
+def start_stack(stack: GatewayStack, routes: RouteSet) -> dict[str, Any]:
+    """GatewayStack.start, step by step, timing each step; wait until every path kind serves."""
+    logs = stack.directory / "logs"
+    for name in stack.upstream_names:
+        stack.upstreams[name] = EchoUpstream.start(name, log_dir=logs)
+    stack.set_endpoints({name: [u.address] for name, u in stack.upstreams.items()})
+    begin = time.monotonic()
+    stack.control_plane.start(timeout=600)
+    control_plane_ready = time.monotonic()
+    stack.envoy = stack.start_envoy(stack.node_id)
+    stack.envoy.wait_live(timeout=600)
+    envoy_live = time.monotonic()
+    probes = [routes.routes[0], routes.routes[len(routes.routes) // 2], routes.routes[-1]]
+    probes += [r for r in routes.routes[-len(KINDS) :] if r not in probes]
+    client = stack.client()
+    try:
+        for probe in probes:
+            wait_served(client, probe.probe, probe.rev, timeout=600)
+    finally:
+        client.close()
+    served = time.monotonic()
+    return {
+        "control_plane_ready_s": round(control_plane_ready - begin, 3),
+        "envoy_live_s": round(envoy_live - control_plane_ready, 3),
+        "first_serve_s": round(served - begin, 3),
+        "probed_paths": [p.probe for p in probes],
+    }
+
+
+def wait_served(client: Client, path: str, rev: str, timeout: float, gap: float = 0.0) -> int:
+    """Request `path` until x-rev == rev; returns the number of requests it took."""
+    deadline = time.monotonic() + timeout
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            reply = client.request(path)
+            if reply.status == 200 and reply.headers.get("x-rev") == rev:
+                return attempts
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not serve x-rev={rev} within {timeout}s")
+        if gap:
+            time.sleep(gap)
+
+
+def baseline(stack: GatewayStack, routes: RouteSet, samples: int) -> dict[str, Any]:
+    """The floor, on this stack: POST /sync with nothing to apply, and one request through Envoy."""
+    syncs = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        result = stack.control_plane.sync()
+        syncs.append(time.perf_counter() - started)
+        assert all(not s.get("changed") for s in result["sources"].values()), result
+    client = stack.client()
+    try:
+        probe = routes.routes[-1]
+        client.request(probe.probe)
+        requests = []
+        for _ in range(samples * 10):
+            started = time.perf_counter()
+            reply = client.request(probe.probe)
+            requests.append(time.perf_counter() - started)
+            assert reply.status == 200, reply.status
+    finally:
+        client.close()
+    return {"sync_noop": summary(syncs), "envoy_request": summary(requests)}
+
+
+def run_changes(
+    stack: GatewayStack, routes: RouteSet, args: argparse.Namespace, log: LogTail
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    assert stack.control_plane.process is not None
+    pid = stack.control_plane.process.pid
+    metrics_before = stack.control_plane.metrics()
+    cpu_before = cpu_seconds(pid)
+    log.events()  # skip what start-up logged
+    records: list[dict[str, Any]] = []
+    client = stack.client()
+    gap = args.poll_gap_ms / 1000
+    # In poll mode the next commit must land at a random point of the poll cycle. A fixed
+    # pause after "served" (itself tied to a poll tick) would phase-lock every commit to
+    # the same spot in the cycle and measure one point of the distribution 20 times.
+    jitter = parse_duration_ms(args.poll_interval) / 1000 if args.mode == "poll" else 0.0
+    jitter_rng = random.Random(args.seed)
+    phase_started = time.monotonic()
+    try:
+        for number, index in enumerate(routes.change_targets(args.changes, args.seed), start=1):
+            route = routes.routes[index]
+            rev = f"{number}-{random.Random(args.seed * 7919 + number).randrange(1 << 30):x}"
+            routes.bump(stack, index, rev)
+            commit_started = time.perf_counter()
+            stack.repo.commit(f"bump {route.name} to {rev}")
+            committed = time.perf_counter()
+            sync_s = None
+            if args.mode == "webhook":
+                result = stack.control_plane.sync()["sources"]["routes"]
+                sync_s = time.perf_counter() - committed
+                if not result.get("accepted") or not result.get("changed"):
+                    raise RuntimeError(f"sync did not apply change {number}: {result}")
+            requests = wait_served(client, route.probe, rev, timeout=args.change_timeout, gap=gap)
+            latency = time.perf_counter() - committed
+            events = log.events()
+            translate = [e.get("translate_ms") for e in events if e.get("event") == "snapshot_published" and e.get("reason") == "routes"]
+            record = {
+                "change": number,
+                "route": route.name,
+                "kind": route.kind,
+                "file": routes.filename(index),
+                "latency_ms": round(latency * 1000, 2),
+                "git_commit_ms": round((committed - commit_started) * 1000, 2),
+                "sync_ms": round(sync_s * 1000, 2) if sync_s is not None else None,
+                "translate_ms": translate[-1] if translate else None,
+                "snapshots": len(translate),
+                "requests": requests,
+                "control_plane_VmRSS_mib": memory_mib(pid)["VmRSS_mib"],
+            }
+            records.append(record)
+            progress(
+                f"  change {number:>3}/{args.changes}: {record['latency_ms']:8.1f} ms "
+                f"(sync {record['sync_ms']}, translate {record['translate_ms']}, {requests} requests) {route.kind}"
+            )
+            pause = args.settle_ms / 1000 + jitter_rng.uniform(0, jitter)
+            if pause:
+                time.sleep(pause)
+    finally:
+        client.close()
+    elapsed = time.monotonic() - phase_started
+    cpu = cpu_seconds(pid) - cpu_before
+    metrics_after = stack.control_plane.metrics()
+    internals: dict[str, Any] = {
+        "control_plane_cpu_s": round(cpu, 3),
+        "control_plane_cpu_ms_per_change": round(cpu * 1000 / max(1, len(records)), 1),
+        "control_plane_cpu_share_of_wall": round(cpu / elapsed, 3) if elapsed else None,
+    }
+    for metric, short in (("gatehouse_xds_change_to_push_seconds", "change_to_push"), ("gatehouse_xds_push_to_ack_seconds", "push_to_ack")):
+        total_before, count_before = histogram_totals(metrics_before, metric, "RDS")
+        total_after, count_after = histogram_totals(metrics_after, metric, "RDS")
+        count = count_after - count_before
+        internals[f"rds_{short}_mean_ms"] = round((total_after - total_before) * 1000 / count, 2) if count else None
+        internals[f"rds_{short}_count"] = int(count)
+    translated = metrics_after.get("gatehouse_routes_translated_total", 0) - metrics_before.get("gatehouse_routes_translated_total", 0)
+    internals["routes_translated_per_change"] = round(translated / max(1, len(records)), 2)
+    return records, internals
+
+
+def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    routes = RouteSet(count, args.routes_per_file)
+    directory = workdir / f"routes-{count}"
+    poll_interval = args.poll_interval if args.mode == "poll" else "600s"
+    stack = GatewayStack(directory, upstreams=SERVICES, delta=args.delta, poll_interval=poll_interval)
+    result: dict[str, Any] = {"routes": count, "files": routes.files, "workdir": str(directory)}
+    profiler: Profiler | None = None
+    try:
+        started = time.monotonic()
+        routes.write_all(stack)
+        stack.repo.commit(f"{count} routes")
+        result["generate_and_commit_s"] = round(time.monotonic() - started, 3)
+        progress(f"{count} routes in {routes.files} files committed; starting the stack")
+
+        result["cold_start"] = start_stack(stack, routes)
+        assert stack.control_plane.process is not None and stack.envoy is not None
+        cp_pid = stack.control_plane.process.pid
+        log = LogTail(stack.control_plane.process.log_path)
+        log.offset = 0
+        startup_events = log.events()
+        first = next((e for e in startup_events if e.get("event") == "snapshot_published"), {})
+        synced = next((e for e in startup_events if e.get("event") == "first_sync_complete"), {})
+        result["cold_start"]["first_sync_s"] = synced.get("seconds")
+        result["cold_start"]["first_translate_ms"] = first.get("translate_ms")
+        result["memory_after_load"] = {"control_plane": memory_mib(cp_pid), "envoy": memory_mib(stack.envoy.pid)}
+        progress(f"  served after {result['cold_start']['first_serve_s']} s; control plane {result['memory_after_load']['control_plane']}")
+
+        result["baseline"] = baseline(stack, routes, args.baseline_samples)
+        progress(
+            f"  baseline: sync_noop p50 {result['baseline']['sync_noop']['p50_ms']} ms, "
+            f"envoy request p50 {result['baseline']['envoy_request']['p50_ms']} ms"
+        )
+
+        if args.profile_dir:
+            profiler = Profiler(
+                cp_pid, Path(args.profile_dir) / f"propagation-{args.mode}-{count}.txt", args.profile_rate,
+                not args.profile_idle, args.profile_native,
+            )
+        records, internals = run_changes(stack, routes, args, log)
+        if profiler is not None:
+            result["profile"] = profiler.stop()
+            profiler = None
+        result["memory_after_changes"] = {"control_plane": memory_mib(cp_pid), "envoy": memory_mib(stack.envoy.pid)}
+
+        latency = summary([r["latency_ms"] / 1000 for r in records])
+        sync_values = [r["sync_ms"] / 1000 for r in records if r["sync_ms"] is not None]
+        translate_values = [r["translate_ms"] / 1000 for r in records if r["translate_ms"] is not None]
+        floor = result["baseline"]["sync_noop"]["p50_ms"]
+        request = result["baseline"]["envoy_request"]["p50_ms"]
+        aim = AIMS_MS.get(count)
+        result["latency"] = latency
+        result["phases"] = {
+            "git_commit": summary([r["git_commit_ms"] / 1000 for r in records]),
+            "sync_round_trip": summary(sync_values) if sync_values else None,
+            "translate": summary(translate_values),
+            **internals,
+        }
+        result["ratios"] = {
+            "p50_over_sync_noop_p50": ratio(latency["p50_ms"], floor),
+            "p99_over_sync_noop_p50": ratio(latency["p99_ms"], floor),
+            "p50_over_envoy_request_p50": ratio(latency["p50_ms"], request),
+            "p99_over_envoy_request_p50": ratio(latency["p99_ms"], request),
+        }
+        result["aim"] = {"p99_ms": aim, "met": latency["p99_ms"] <= aim} if aim is not None else None
+        result["changes"] = records
+        progress(f"  {count} routes: p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms")
+    finally:
+        if profiler is not None:
+            profiler.stop()
+        stack.stop()
+    return result
+
+
+def machine() -> dict[str, Any]:
+    envoy = shutil.which("envoy", path=str(Path(sys.executable).parent)) or "envoy"
+    try:
+        envoy_version = subprocess.run([envoy, "--version"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[-1]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        envoy_version = None
+    git_version = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+    return {
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "envoy": envoy_version,
+        "git": git_version,
+        "yaml_dumper": _Dumper.__name__,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--routes", default="10,1000,10000", help="comma-separated route counts (default: %(default)s)")
+    parser.add_argument("--changes", type=int, default=20, help="changes per route count (default: %(default)s)")
+    parser.add_argument("--mode", choices=("webhook", "poll"), default="webhook", help="POST /sync after each commit, or wait for the poll")
+    parser.add_argument("--poll-interval", default="100ms", help="the Git source's pollInterval in poll mode (default: %(default)s)")
+    parser.add_argument("--routes-per-file", type=int, default=100, help="routes per YAML file (default: %(default)s)")
+    parser.add_argument("--delta", action="store_true", help="Envoy uses delta ADS instead of state of the world")
+    parser.add_argument("--poll-gap-ms", type=float, default=0.0, help="pause between Envoy polls; 0 = back to back (default)")
+    parser.add_argument("--settle-ms", type=float, default=200.0, help="pause after each change before the next; poll mode adds a random 0..poll-interval (default: %(default)s)")
+    parser.add_argument("--change-timeout", type=float, default=120.0, help="give up on one change after this many seconds")
+    parser.add_argument("--baseline-samples", type=int, default=20, help="POST /sync no-op samples (Envoy requests: 10x)")
+    parser.add_argument("--seed", type=int, default=1, help="which routes get changed")
+    parser.add_argument("--profile-dir", help="run py-spy record on the control plane during changes; raw stacks go here")
+    parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples per second (default: %(default)s)")
+    parser.add_argument("--profile-idle", action="store_true", help="sample every thread, waiting or not (default: --gil, the GIL holder)")
+    parser.add_argument("--profile-native", action="store_true", help="py-spy --native: include C frames (e.g. the garbage collector)")
+    parser.add_argument("--workdir", help="where repos and logs go (default: a temporary directory, removed unless --keep)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, repos)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    counts = [int(c) for c in args.routes.split(",") if c.strip()]
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-propagation-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    progress(f"work directory {workdir}")
+    report: dict[str, Any] = {
+        "benchmark": "propagation",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "mode": args.mode,
+        "protocol": "delta" if args.delta else "sotw",
+        "git_poll_interval": args.poll_interval if args.mode == "poll" else "600s (webhook mode: polling effectively off)",
+        "changes_per_size": args.changes,
+        "routes_per_file": args.routes_per_file,
+        "poll_gap_ms": args.poll_gap_ms,
+        "settle_ms": args.settle_ms,
+        "machine": machine(),
+        "sizes": [],
+    }
+    started = time.monotonic()
+    try:
+        for count in counts:
+            report["sizes"].append(measure_size(count, args, workdir))
+    finally:
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        if not args.keep and not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report["summary"] = [
+        {
+            "routes": s["routes"],
+            "p50_ms": s["latency"]["p50_ms"],
+            "p99_ms": s["latency"]["p99_ms"],
+            "max_ms": s["latency"]["max_ms"],
+            "aim_p99_ms": s["aim"]["p99_ms"] if s["aim"] else None,
+            "aim_met": s["aim"]["met"] if s["aim"] else None,
+            "sync_noop_p50_ms": s["baseline"]["sync_noop"]["p50_ms"],
+            "envoy_request_p50_ms": s["baseline"]["envoy_request"]["p50_ms"],
+            "p50_over_sync_noop": s["ratios"]["p50_over_sync_noop_p50"],
+            "p99_over_sync_noop": s["ratios"]["p99_over_sync_noop_p50"],
+            "first_serve_s": s["cold_start"]["first_serve_s"],
+            "control_plane_VmRSS_mib": s["memory_after_load"]["control_plane"]["VmRSS_mib"],
+            "control_plane_VmHWM_mib": s["memory_after_load"]["control_plane"]["VmHWM_mib"],
+        }
+        for s in report["sizes"]
+    ]
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

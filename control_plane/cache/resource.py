@@ -34,8 +34,8 @@ class Resource:
         provenance: tuple[str, ...] = (),
         references: tuple[str, ...] = (),
     ) -> Resource:
-        body = message.SerializeToString(deterministic=True)
-        return cls(kind, name, body, content_hash(body), provenance, references)
+        body: bytes = message.SerializeToString(deterministic=True)
+        return cls.from_bytes(kind, name, body, provenance=provenance, references=references)
 
     @classmethod
     def from_bytes(

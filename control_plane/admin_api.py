@@ -46,6 +46,7 @@ def admin_routes(plane: ControlPlane) -> list[web.RouteDef]:
             "groups": group_versions(plane, snapshot),
             "sources": plane.source_status(),
             "quarantined": plane.quarantined,
+            "conflicts": [{"route": c.loser.id, "origin": str(c.loser.origin), "detail": c.message} for c in plane.conflicts],
             **plane.status.as_dict(),
         }
         return web.json_response(body)

@@ -9,6 +9,7 @@
       git:
         - {name: routes, repo: ../routes-repo, branch: main, path: routes, pollInterval: 1s}
       staticEndpoints: {file: endpoints.yaml, pollInterval: 100ms}
+      kubernetes: {kubeconfig: ~/.kube/config, namespaces: [], leaseNamespace: gatehouse}
 
 Relative paths are taken from the config file's directory.
 """
@@ -65,9 +66,20 @@ class StaticEndpoints(Model):
     poll_interval: Duration = 100
 
 
+class Kubernetes(Model):
+    kubeconfig: str | None = None
+    """A kubeconfig file; without one, the pod's service account (in-cluster)."""
+    namespaces: list[Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]] = []
+    """Watch Routes only in these namespaces; empty means all."""
+    lease_namespace: str | None = None
+    lease_name: str = "gatehouse-control-plane"
+    write_status: bool = True
+
+
 class Sources(Model):
     git: list[GitRepo] = []
     static_endpoints: StaticEndpoints | None = None
+    kubernetes: Kubernetes | None = None
 
     @model_validator(mode="after")
     def _unique_names(self) -> Sources:

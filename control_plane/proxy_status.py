@@ -10,13 +10,14 @@ import itertools
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
 from control_plane import metrics
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
+from control_plane.model.route import Route
 from control_plane.nack_attribution import attribute_nack
 
 log = structlog.get_logger(component="xds")
@@ -57,8 +58,17 @@ class Proxy:
     nacked: dict[str, Nack] = field(default_factory=dict)
 
 
+class ConfigOutcomes(Protocol):
+    """Told when Envoy accepts or refuses config: Route status reporting listens here."""
+
+    def acked(self, kind: ResourceType, snapshot: Snapshot) -> None: ...
+
+    def nacked(self, kind: ResourceType, routes: list[Route], error: str) -> None: ...
+
+
 class ProxyStatus:
     def __init__(self, history: int = 100) -> None:
+        self.listeners: list[ConfigOutcomes] = []
         self._ids = itertools.count(1)
         self.proxies: dict[int, Proxy] = {}
         self.nacks: deque[Nack] = deque(maxlen=history)
@@ -75,11 +85,13 @@ class ProxyStatus:
             metrics.CONNECTED_PROXIES.labels(proxy.protocol).dec()
             log.info("xds_disconnected", node=proxy.node_id, cluster=proxy.group)
 
-    def acked(self, proxy: Proxy, kind: ResourceType, version: str, pushed_at: float) -> None:
+    def acked(self, proxy: Proxy, kind: ResourceType, version: str, pushed_at: float, snapshot: Snapshot) -> None:
         proxy.acked[kind.short] = version
         proxy.nacked.pop(kind.short, None)
         metrics.ACKS.labels(kind.short).inc()
         metrics.PUSH_TO_ACK.labels(kind.short).observe(time.monotonic() - pushed_at)
+        for listener in self.listeners:
+            listener.acked(kind, snapshot)
 
     def nacked(
         self,
@@ -105,6 +117,8 @@ class ProxyStatus:
         )
         proxy.nacked[kind.short] = nack
         self.nacks.append(nack)
+        for listener in self.listeners:
+            listener.nacked(kind, routes, error)
         metrics.NACKS.labels(kind.short).inc()
         log.error(
             "xds_nack",

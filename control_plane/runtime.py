@@ -29,11 +29,14 @@ from control_plane.cache.snapshot_cache import DEFAULT_GROUP, SnapshotCache
 from control_plane.config import ControlPlaneConfig
 from control_plane.debounce import Debouncer
 from control_plane.heap import collector_paused
+from control_plane.model.conflicts import Conflict, resolve_conflicts
 from control_plane.model.route import Route
 from control_plane.proxy_status import ProxyStatus
 from control_plane.server.ads import build_server
 from control_plane.sources.base import RouteSet
 from control_plane.sources.git import GitSettings, GitSource
+from control_plane.sources.kubernetes.endpoints import LayeredEndpoints
+from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
 from control_plane.translator.pipeline import GatewaySettings, RouteTranslator, Translation, listener_resource
@@ -62,7 +65,7 @@ class ControlPlane:
             for group, settings in config.node_groups.items()
         }
         self._route_sets: dict[str, RouteSet] = {}
-        self._table: EndpointTable = _NoEndpoints()
+        self._static_table: EndpointTable = _NoEndpoints()
         self._translation: Translation | None = None
         self._git = [
             GitSource(
@@ -87,7 +90,28 @@ class ControlPlane:
         quiet, max_delay = config.debounce.quiet / 1000, config.debounce.max_delay / 1000
         self._route_debounce = Debouncer(self._rebuild_routes, quiet=quiet, max_delay=max_delay)
         self._endpoint_debounce = Debouncer(self._rebuild_endpoints, quiet=min(quiet, 0.005), max_delay=max_delay)
-        self._pending_sources = {g.name for g in self._git} | ({self._static.name} if self._static else set())
+        kube = config.sources.kubernetes
+        self._kube = (
+            KubernetesSource(
+                KubernetesSettings(
+                    kubeconfig=str(config.resolve(kube.kubeconfig)) if kube.kubeconfig else None,
+                    namespaces=tuple(kube.namespaces),
+                    lease_name=kube.lease_name,
+                    write_status=kube.write_status,
+                    **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
+                )
+            )
+            if kube is not None
+            else None
+        )
+        if self._kube is not None:
+            self.status.listeners.append(self._kube)
+        self.conflicts: list[Conflict] = []
+        self._pending_sources = (
+            {g.name for g in self._git}
+            | ({self._static.name} if self._static else set())
+            | ({self._kube.name} if self._kube else set())
+        )
         self._tasks: list[asyncio.Task[Any]] = []
         self._started = time.monotonic()
 
@@ -108,6 +132,8 @@ class ControlPlane:
             ]
             if self._static is not None:
                 self._tasks.append(asyncio.create_task(self._run_static(self._static), name="static-endpoints"))
+            if self._kube is not None:
+                self._tasks.append(asyncio.create_task(self._run_kubernetes(self._kube), name="kubernetes"))
             await asyncio.gather(*self._tasks)
         finally:
             for task in self._tasks:
@@ -121,6 +147,21 @@ class ControlPlane:
         """A first commit that was rejected still completes the first sync (with no routes)."""
         await source.synced.wait()
         self._source_synced(source.name)
+
+    async def _run_kubernetes(self, source: KubernetesSource) -> None:
+        async def first_sync() -> None:
+            await source.synced.wait()
+            self._source_synced(source.name)
+
+        waiter = asyncio.create_task(first_sync())
+        try:
+            await source.run(self._on_routes, self._on_kubernetes_endpoints)
+        finally:
+            waiter.cancel()
+
+    def _on_kubernetes_endpoints(self) -> None:
+        if self._translation is not None:
+            self._endpoint_debounce.poke()
 
     async def _run_static(self, source: StaticEndpointsSource) -> None:
         source.poll(self._on_endpoints)
@@ -138,13 +179,18 @@ class ControlPlane:
 
     def _on_routes(self, route_set: RouteSet) -> None:
         self._route_sets[route_set.source] = route_set
-        self._source_synced(route_set.source)
         self._route_debounce.poke(route_set.seen_at)
 
     def _on_endpoints(self, table: EndpointTable, seen_at: float) -> None:
-        self._table = table
+        self._static_table = table
         if self._translation is not None:
             self._endpoint_debounce.poke(seen_at)
+
+    @property
+    def _table(self) -> EndpointTable:
+        if self._kube is None:
+            return self._static_table
+        return LayeredEndpoints(self._kube.endpoints, self._static_table)
 
     def _source_synced(self, name: str) -> None:
         if name in self._pending_sources:
@@ -156,15 +202,17 @@ class ControlPlane:
     # -- rebuilds ------------------------------------------------------------------
 
     def merged_routes(self) -> list[Route]:
-        routes: dict[str, Route] = {}
-        for name in sorted(self._route_sets):
-            for route in self._route_sets[name].routes:
-                other = routes.setdefault(route.id, route)
-                if other is not route:
-                    log.error(
-                        "route_conflict", route=route.id, kept=str(other.origin), ignored=str(route.origin)
-                    )
-        return list(routes.values())
+        """Every source's last good routes, one model; conflicting claims resolved."""
+        routes = [route for name in sorted(self._route_sets) for route in self._route_sets[name].routes]
+        kept, conflicts = resolve_conflicts(routes)
+        new = {(c.loser.id, str(c.loser.origin)) for c in conflicts} - {(c.loser.id, str(c.loser.origin)) for c in self.conflicts}
+        for conflict in conflicts:
+            if (conflict.loser.id, str(conflict.loser.origin)) in new:
+                log.error("route_conflict", route=conflict.loser.id, origin=str(conflict.loser.origin), detail=conflict.message)
+        self.conflicts = conflicts
+        if self._kube is not None:
+            self._kube.report_conflicts(conflicts)
+        return kept
 
     async def _rebuild_routes(self, seen_at: float) -> None:
         if self._pending_sources:
@@ -228,7 +276,11 @@ class ControlPlane:
         return list(self._git)
 
     def source_status(self) -> list[dict[str, Any]]:
-        return [g.status() for g in self._git] + ([self._static.status()] if self._static else [])
+        return (
+            [g.status() for g in self._git]
+            + ([self._static.status()] if self._static else [])
+            + ([self._kube.status()] if self._kube else [])
+        )
 
     @property
     def quarantined(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ RATE_PATTERN = r"^[0-9]+/([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 
 def parse_duration_ms(text: str) -> int:
     """Parse "1m30s" → 90000. Raises ValueError with the accepted forms."""
-    if not isinstance(text, str) or not re.fullmatch(DURATION_PATTERN, text):
+    if not isinstance(text, str) or len(text) > 32 or not re.fullmatch(DURATION_PATTERN, text):
         raise ValueError(f"{text!r} is not a duration; use forms like 250ms, 10s, 1m30s, 1h")
     total = 0.0
     for number, unit in _PART.findall(text):
@@ -61,7 +61,7 @@ Duration = Annotated[
     int,
     BeforeValidator(_duration_from_yaml),
     PlainSerializer(human_duration_ms, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN}),
+    WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN, "maxLength": 32}),
 ]
 """A duration in YAML; an int of milliseconds in Python."""
 
@@ -91,6 +91,6 @@ Rate = Annotated[
     tuple[int, int],
     BeforeValidator(_rate_from_yaml),
     PlainSerializer(_rate_to_yaml, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": RATE_PATTERN}),
+    WithJsonSchema({"type": "string", "pattern": RATE_PATTERN, "maxLength": 40}),
 ]
 """A refill rate in YAML ("1/10s"); (tokens, period in ms) in Python."""

@@ -26,6 +26,8 @@ class Origin:
     revision: str = ""
     """Commit sha, or the object's resourceVersion."""
     line: int | None = None
+    created: str = ""
+    """When the object was created (RFC 3339), where the source knows: the tie-break for conflicts."""
 
     def __str__(self) -> str:
         where = f"{self.location}:{self.line}" if self.line else self.location

@@ -49,6 +49,21 @@ class Model(BaseModel):
     )
 
 
+def cel(*rules: tuple[str, str]) -> ConfigDict:
+    """The CRD's CEL form of a model's cross-field rules, kept next to the Python check.
+
+    The API server refuses what these catch before it is stored; the Python validators
+    stay authoritative (Git files never meet the API server).
+    """
+    return ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in rules]}
+    )
+
+
+def _one_of(*fields: str) -> str:
+    return "[" + ", ".join(f"has(self.{f})" for f in fields) + "].filter(x, x).size() == 1"
+
+
 def _host(value: str) -> str:
     if value != "*" and not _HOST.match(value):
         raise ValueError(f"{value!r} is not a lowercase DNS name (a leading '*.' wildcard is allowed)")
@@ -111,9 +126,14 @@ def _retry_condition(value: str) -> str:
     return value
 
 
-HostName = Annotated[str, AfterValidator(_host)]
-HeaderName = Annotated[str, AfterValidator(_header_name)]
-SettableHeaderName = Annotated[str, AfterValidator(_settable_header)]
+HostName = Annotated[
+    str,
+    AfterValidator(_host),
+    WithJsonSchema({"type": "string", "maxLength": 253, "pattern": rf"^(\*|(\*\.)?{_DNS_LABEL}(\.{_DNS_LABEL})*)$"}),
+]
+_HEADER_SCHEMA = WithJsonSchema({"type": "string", "maxLength": 256, "pattern": _HEADER_NAME.pattern})
+HeaderName = Annotated[str, AfterValidator(_header_name), _HEADER_SCHEMA]
+SettableHeaderName = Annotated[str, AfterValidator(_settable_header), _HEADER_SCHEMA]
 HeaderValue = Annotated[str, AfterValidator(_header_value)]
 Regex = Annotated[str, AfterValidator(_regex)]
 
@@ -144,6 +164,8 @@ ObjectName = Annotated[
 class HeaderMatch(Model):
     """One request-header condition; exactly one of exact/prefix/regex/present."""
 
+    model_config = cel((_one_of("exact", "prefix", "regex", "present"), "set exactly one of exact, prefix, regex, present"))
+
     name: HeaderName
     exact: HeaderValue | None = None
     prefix: HeaderValue | None = None
@@ -162,11 +184,13 @@ class HeaderMatch(Model):
 class Match(Model):
     """Which requests the route takes; exactly one of path/pathPrefix/pathRegex."""
 
+    model_config = cel((_one_of("path", "pathPrefix", "pathRegex"), "set exactly one of path, pathPrefix, pathRegex"))
+
     path: Annotated[str, AfterValidator(_path)] | None = None
     path_prefix: Annotated[str, AfterValidator(_prefix)] | None = None
     path_regex: Regex | None = None
-    methods: Annotated[list[Method], AfterValidator(_unique)] = []
-    headers: list[HeaderMatch] = []
+    methods: Annotated[list[Method], AfterValidator(_unique), Field(max_length=9)] = []
+    headers: Annotated[list[HeaderMatch], Field(max_length=16)] = []
 
     @model_validator(mode="after")
     def _one_path(self) -> Match:
@@ -187,6 +211,12 @@ class Backend(Model):
 class Rewrite(Model):
     """Either swap the matched prefix, or apply a regex substitution to the path."""
 
+    model_config = cel(
+        ("has(self.prefix) != has(self.regex)", "set exactly one of prefix or regex"),
+        ("!has(self.regex) || has(self.substitution)", "regex needs a substitution"),
+        ("!has(self.prefix) || !has(self.substitution)", "substitution only goes with regex"),
+    )
+
     prefix: Annotated[str, AfterValidator(_prefix)] | None = None
     regex: Regex | None = None
     substitution: str | None = None
@@ -204,7 +234,7 @@ class Rewrite(Model):
 
 class HeaderOps(Model):
     set: dict[SettableHeaderName, HeaderValue] = Field(default_factory=dict)
-    remove: Annotated[list[SettableHeaderName], AfterValidator(_unique)] = []
+    remove: Annotated[list[SettableHeaderName], AfterValidator(_unique), Field(max_length=64)] = []
 
 
 # Defaults are shared frozen instances: pydantic would deep-copy a model default for
@@ -222,15 +252,24 @@ _NO_HEADER_RULES = HeaderRules()
 
 class Auth(Model):
     required: bool = True
-    audiences: list[str] = []
-    scopes: list[str] = []
-    roles: list[str] = []
+    audiences: Annotated[list[str], Field(max_length=32)] = []
+    scopes: Annotated[list[str], Field(max_length=32)] = []
+    roles: Annotated[list[str], Field(max_length=32)] = []
 
 
 _DEFAULT_AUTH = Auth()
 
 
 class RateLimit(Model):
+    model_config = cel(
+        (
+            "has(self.algorithm) && self.algorithm == 'tokenBucket'"
+            " ? has(self.capacity) && has(self.refill) && !has(self.limit) && !has(self.window)"
+            " : has(self.limit) && has(self.window) && !has(self.capacity) && !has(self.refill)",
+            "tokenBucket takes capacity and refill; slidingWindow and fixedWindow take limit and window",
+        )
+    )
+
     key: Annotated[str, Field(pattern=r"^(user|ip|apiKey|header:[a-z0-9!#$%&'*+.^_`|~-]+)$")]
     algorithm: Literal["slidingWindow", "tokenBucket", "fixedWindow"] = "slidingWindow"
     limit: Annotated[int, Field(ge=1)] | None = None
@@ -255,6 +294,13 @@ class RateLimit(Model):
 
 
 class Timeouts(Model):
+    model_config = cel(
+        (
+            "!has(self.perTry) || !has(self.request) || duration(self.perTry) <= duration(self.request)",
+            "perTry must not exceed request",
+        )
+    )
+
     request: Duration | None = None
     per_try: Duration | None = None
     idle: Duration | None = None
@@ -274,6 +320,7 @@ class Retries(Model):
     on: Annotated[
         list[Annotated[str, BeforeValidator(_status_code_as_text), AfterValidator(_retry_condition)]],
         AfterValidator(_unique),
+        Field(max_length=16),
     ] = ["connect-failure", "refused-stream", "reset"]
 
 
@@ -307,13 +354,34 @@ class Disabled(Model):
 
 
 class RouteSpec(Model):
-    hosts: Annotated[list[HostName], AfterValidator(_unique)] = []
+    model_config = cel(
+        (
+            "has(self.disabled) || (has(self.backends) && size(self.backends) > 0)",
+            "at least one backend is required (or set disabled)",
+        ),
+        (
+            "!has(self.backends) || size(self.backends) == 0 || self.backends.exists(b, !has(b.weight) || b.weight > 0)",
+            "at least one backend needs a weight above 0",
+        ),
+        (
+            "!(has(self.rewrite) && has(self.rewrite.prefix) && has(self.match.pathRegex))",
+            "rewrite.prefix: a pathRegex route has no prefix to swap; use rewrite.regex",
+        ),
+        (
+            "!has(self.retries) || (has(self.retries.attempts) && self.retries.attempts == 0)"
+            " || !has(self.match.methods) || size(self.match.methods) == 0"
+            " || self.match.methods.exists(m, m in ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE'])",
+            "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only; this route matches none of them",
+        ),
+    )
+
+    hosts: Annotated[list[HostName], AfterValidator(_unique), Field(max_length=64)] = []
     match: Match
-    backends: list[Backend] = []
+    backends: Annotated[list[Backend], Field(max_length=64)] = []
     rewrite: Rewrite | None = None
     headers: HeaderRules = Field(default_factory=lambda: _NO_HEADER_RULES)
     auth: Auth = Field(default_factory=lambda: _DEFAULT_AUTH)
-    rate_limits: list[RateLimit] = []
+    rate_limits: Annotated[list[RateLimit], Field(max_length=16)] = []
     timeouts: Timeouts = Field(default_factory=lambda: _NO_TIMEOUTS)
     retries: Retries | None = None
     circuit_breaker: CircuitBreaker | None = None

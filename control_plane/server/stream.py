@@ -114,7 +114,7 @@ class AdsStream(ABC):
             self._status.nacked(self._proxy, kind, inflight.version, error, inflight.snapshot, accepted)
         else:
             state.acknowledge()
-            self._status.acked(self._proxy, kind, inflight.version, inflight.sent_at)
+            self._status.acked(self._proxy, kind, inflight.version, inflight.sent_at, inflight.snapshot)
 
     @abstractmethod
     def _handle(self, kind: ResourceType, request: Any) -> None:

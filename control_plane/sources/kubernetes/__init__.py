@@ -1,0 +1,1 @@
+"""Routes, Services and EndpointSlices from the Kubernetes API, and Route status."""

@@ -1,0 +1,200 @@
+"""Everything the control plane takes from, and writes back to, a Kubernetes cluster.
+
+Watches: Routes (all namespaces, or a list), Services and EndpointSlices. Writes: Route
+status, by the Lease holder only. Route changes go down the route path; Service and
+EndpointSlice changes go down the endpoint fast path (EDS only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from control_plane.cache.snapshot import Snapshot
+from control_plane.cache.types import ResourceType
+from control_plane.model.conflicts import Conflict
+from control_plane.model.crd import GROUP, PLURAL, VERSION
+from control_plane.model.route import Route
+from control_plane.sources.base import PublishRoutes
+from control_plane.sources.kubernetes.api import api_client
+from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
+from control_plane.sources.kubernetes.leader import LeaderElector
+from control_plane.sources.kubernetes.routes import SOURCE, KubernetesRouteSource, ObjectState
+from control_plane.sources.kubernetes.status import Condition, DesiredStatus, StatusWriter
+from control_plane.sources.kubernetes.watch import Changes, ResourceWatch
+
+log = structlog.get_logger(component="source.kubernetes")
+
+PENDING = Condition("Programmed", "Unknown", "Pending", "waiting for Envoy to accept the route configuration")
+PROGRAMMED = Condition("Programmed", "True", "Programmed", "Envoy accepted the route configuration holding this route")
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    kubeconfig: str | None = None
+    namespaces: tuple[str, ...] = ()
+    lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
+    lease_name: str = "gatehouse-control-plane"
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}")
+    write_status: bool = True
+
+
+class KubernetesSource:
+    name = SOURCE
+
+    def __init__(self, settings: KubernetesSettings) -> None:
+        self._settings = settings
+        self.endpoints = KubernetesEndpoints()
+        self.routes = KubernetesRouteSource(on_state=self._on_state)
+        self._watches: list[ResourceWatch] = []
+        self._leader: LeaderElector | None = None
+        self._writer: StatusWriter | None = None
+        self._conflicts: dict[str, Conflict] = {}
+        self._programmed: dict[str, tuple[Route, Condition]] = {}
+        self.synced = asyncio.Event()
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def run(self, publish_routes: PublishRoutes, endpoints_changed: Callable[[], None]) -> None:
+        loop = asyncio.get_running_loop()
+        api = api_client(self._settings.kubeconfig)
+        self.routes.attach(publish_routes)
+        route_paths = (
+            [f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}" for ns in self._settings.namespaces]
+            if self._settings.namespaces
+            else [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
+        )
+        pending = {*route_paths, "services", "endpointslices"}
+
+        def first(name: str, apply: Callable[[Changes], None]) -> Callable[[Changes], None]:
+            def handler(changes: Changes) -> None:
+                apply(changes)
+                if name in pending:
+                    pending.discard(name)
+                    if not pending:
+                        self.synced.set()
+
+            return handler
+
+        def services(changes: Changes) -> None:
+            self.endpoints.apply_services(changes)
+            endpoints_changed()
+
+        def slices(changes: Changes) -> None:
+            self.endpoints.apply_slices(changes)
+            endpoints_changed()
+
+        # One watch per namespace when a list is configured; the route source sees their union.
+        for path in route_paths:
+            self._watches.append(ResourceWatch(api, path, first(path, self.routes.apply), loop, name=f"routes:{path}"))
+        self._watches.append(ResourceWatch(api, "/api/v1/services", first("services", services), loop, name="services"))
+        self._watches.append(
+            ResourceWatch(
+                api, "/apis/discovery.k8s.io/v1/endpointslices", first("endpointslices", slices), loop, name="endpointslices"
+            )
+        )
+        for watch in self._watches:
+            watch.start()
+        tasks = []
+        if self._settings.write_status:
+            self._leader = LeaderElector(
+                api, namespace=self._settings.lease_namespace, name=self._settings.lease_name, identity=self._settings.identity
+            )
+            self._writer = StatusWriter(api)
+            tasks = [
+                asyncio.create_task(self._leader.run(), name="lease"),
+                asyncio.create_task(self._writer.run(lambda: self._leader is not None and self._leader.leading), name="route-status"),
+                asyncio.create_task(self._on_leadership(), name="leadership"),
+            ]
+        try:
+            await asyncio.gather(*tasks) if tasks else await asyncio.Event().wait()
+        finally:
+            for watch in self._watches:
+                watch.stop()
+            for task in tasks:
+                task.cancel()
+
+    async def _on_leadership(self) -> None:
+        assert self._leader is not None and self._writer is not None
+        while True:
+            await self._leader.changed.wait()
+            self._leader.changed.clear()
+            if self._leader.leading:
+                self._writer.rewrite_all()
+
+    @property
+    def leading(self) -> bool:
+        return self._leader is not None and self._leader.leading
+
+    # -- status ----------------------------------------------------------------------
+
+    def _on_state(self, state: ObjectState | str) -> None:
+        key = state if isinstance(state, str) else state.key
+        if isinstance(state, str):
+            self._programmed.pop(key, None)
+            if self._writer is not None:
+                self._writer.forget(key)
+            return
+        self._refresh(key)
+
+    def _refresh(self, key: str) -> None:
+        state = self.routes.states().get(key)
+        if state is None or self._writer is None:
+            return
+        conflict = self._conflicts.get(key)
+        if not state.accepted:
+            accepted = Condition("Accepted", "False", "Invalid", state.message)
+        elif conflict is not None:
+            accepted = Condition("Accepted", "False", "Conflict", conflict.message)
+        else:
+            accepted = Condition("Accepted", "True", "Accepted", "route is valid")
+        programmed = PENDING
+        record = self._programmed.get(key)
+        if conflict is not None or state.serving is None:
+            programmed = Condition("Programmed", "False", "NotServing", "this route is not in the configuration sent to Envoy")
+        elif record is not None and record[0] is state.serving:
+            programmed = record[1]
+        self._writer.set(key, DesiredStatus(state.generation, (accepted, programmed)))
+
+    def report_conflicts(self, conflicts: list[Conflict]) -> None:
+        """After each merge: which Kubernetes routes lost to another route."""
+        fresh = {c.loser.origin.location: c for c in conflicts if c.loser.origin.source == SOURCE}
+        changed = set(fresh) ^ set(self._conflicts) | {k for k in fresh if self._conflicts.get(k) != fresh[k]}
+        self._conflicts = fresh
+        for key in changed:
+            self._refresh(key)
+
+    def acked(self, kind: ResourceType, snapshot: Snapshot) -> None:
+        if kind is not ResourceType.ROUTE:
+            return
+        for route in snapshot.model:
+            if route.origin.source != SOURCE:
+                continue
+            key = route.origin.location
+            record = self._programmed.get(key)
+            if record is None or record[0] is not route or record[1] != PROGRAMMED:
+                self._programmed[key] = (route, PROGRAMMED)
+                self._refresh(key)
+
+    def nacked(self, kind: ResourceType, routes: list[Route], error: str) -> None:
+        for route in routes:
+            if route.origin.source != SOURCE:
+                continue
+            key = route.origin.location
+            self._programmed[key] = (route, Condition("Programmed", "False", "Rejected", f"Envoy rejected it: {error}"))
+            self._refresh(key)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            **self.routes.status(),
+            "leader": self.leading,
+            "watches": {w.name: {"synced": w.synced.is_set(), "errors": w.errors, "relists": w.relists} for w in self._watches},
+            "conflicts": {k: c.message for k, c in self._conflicts.items()} or None,
+        }

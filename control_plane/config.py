@@ -73,7 +73,16 @@ class Kubernetes(Model):
     """Watch Routes only in these namespaces; empty means all."""
     lease_namespace: str | None = None
     lease_name: str = "gatehouse-control-plane"
+    lease_duration: Duration = 15_000
+    """A leader that has not renewed for this long may be replaced."""
+    lease_renew: Duration = 2_000
     write_status: bool = True
+
+    @model_validator(mode="after")
+    def _renew_within_duration(self) -> Kubernetes:
+        if self.lease_renew * 2 > self.lease_duration:
+            raise ValueError("leaseRenew must be at most half of leaseDuration")
+        return self
 
 
 class Sources(Model):

@@ -97,6 +97,8 @@ class ControlPlane:
                     kubeconfig=str(config.resolve(kube.kubeconfig)) if kube.kubeconfig else None,
                     namespaces=tuple(kube.namespaces),
                     lease_name=kube.lease_name,
+                    lease_duration=kube.lease_duration / 1000,
+                    lease_renew=kube.lease_renew / 1000,
                     write_status=kube.write_status,
                     **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
                 )

@@ -20,7 +20,9 @@ VERSION = "v1alpha1"
 PLURAL = "routes"
 NAME = f"{PLURAL}.{GROUP}"
 
-_DROP = {"title", "default", "additionalProperties"}
+# propertyNames is not part of Kubernetes' OpenAPI subset; header-name keys are checked
+# by the Python model (Accepted=False) instead.
+_DROP = {"title", "default", "additionalProperties", "propertyNames"}
 
 
 def _structural(node: Any, defs: dict[str, Any]) -> Any:
@@ -37,6 +39,11 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         if len(branches) == 1:
             rest = {k: v for k, v in node.items() if k != "anyOf"}
             return _structural({**branches[0], **rest}, defs)
+    if "patternProperties" in node:
+        # Kubernetes has no patternProperties: keep the value schema, the keys are checked in Python.
+        values = list(node["patternProperties"].values())
+        node = {k: v for k, v in node.items() if k != "patternProperties"}
+        node["additionalProperties"] = values[0] if values else {"type": "string"}
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key in _DROP and not (key == "additionalProperties" and isinstance(value, dict)):

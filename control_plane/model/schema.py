@@ -115,7 +115,7 @@ def _unique(values: list[str]) -> list[str]:
 
 
 def _status_code_as_text(value: object) -> object:
-    """`on: [503]` unquoted is an int in YAML; it means the status code."""
+    """`retryOn: [503]` unquoted is an int in YAML; it means the status code."""
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
@@ -233,7 +233,7 @@ class Rewrite(Model):
 
 
 class HeaderOps(Model):
-    set: dict[SettableHeaderName, HeaderValue] = Field(default_factory=dict)
+    set: dict[SettableHeaderName, HeaderValue] = Field(default_factory=dict, max_length=64)
     remove: Annotated[list[SettableHeaderName], AfterValidator(_unique), Field(max_length=64)] = []
 
 
@@ -316,12 +316,27 @@ _NO_TIMEOUTS = Timeouts()
 
 
 class Retries(Model):
+    """Named ``retryOn`` (as in Istio), not ``on``: YAML 1.1 readers such as kubectl turn an
+    unquoted ``on`` key into the boolean ``true``."""
+
     attempts: Annotated[int, Field(ge=0, le=10)] = 1
-    on: Annotated[
+    retry_on: Annotated[
         list[Annotated[str, BeforeValidator(_status_code_as_text), AfterValidator(_retry_condition)]],
         AfterValidator(_unique),
         Field(max_length=16),
     ] = ["connect-failure", "refused-stream", "reset"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _explain_on(cls, data: object) -> object:
+        if isinstance(data, dict):
+            for key in ("on", "true", True):
+                if key in data:
+                    raise ValueError(
+                        f"retryOn: found the key {key!r}; the field is named retryOn "
+                        "(an unquoted `on` key is the boolean true in YAML 1.1, as kubectl reads it)"
+                    )
+        return data
 
 
 class CircuitBreaker(Model):

@@ -143,8 +143,8 @@ def _retry_policy(retries: Retries | None, per_try_ms: int | None) -> dict[str, 
     """A retry policy; with ``retries`` None, only the per-try timeout of the one attempt."""
     policy: dict[str, Any] = {}
     if retries is not None:
-        codes = sorted(int(c) for c in retries.on if c.isdigit())
-        conditions = [c for c in retries.on if not c.isdigit()]
+        codes = sorted(int(c) for c in retries.retry_on if c.isdigit())
+        conditions = [c for c in retries.retry_on if not c.isdigit()]
         if codes:
             conditions.append("retriable-status-codes")
             policy["retriable_status_codes"] = codes

@@ -37,6 +37,7 @@ class ControlPlaneProcess:
         poll_interval: str = "200ms",
         subdir: str = "routes",
         extra: dict[str, Any] | None = None,
+        kubernetes: dict[str, Any] | None = None,
     ) -> ControlPlaneProcess:
         xds_port, admin_port = free_port(), free_port()
         config: dict[str, Any] = {
@@ -55,9 +56,11 @@ class ControlPlaneProcess:
                     }
                 ],
                 "staticEndpoints": {"file": str(endpoints), "pollInterval": "50ms"},
+                **({"kubernetes": kubernetes} if kubernetes is not None else {}),
             },
             **(extra or {}),
         }
+        directory.mkdir(parents=True, exist_ok=True)
         path = directory / "control-plane.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return cls(path, log_dir=directory, xds_port=xds_port, admin_port=admin_port)

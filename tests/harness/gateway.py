@@ -29,6 +29,7 @@ class GatewayStack:
         node_id: str = "gateway-0",
         envoy_runtime: dict[str, Any] | None = None,
         control_plane_extra: dict[str, Any] | None = None,
+        kubernetes: dict[str, Any] | None = None,
     ) -> None:
         self.directory = directory
         self.repo = RouteRepo(directory / "repo")
@@ -46,17 +47,22 @@ class GatewayStack:
             listener_port=self.listener_port,
             poll_interval=poll_interval,
             extra=control_plane_extra,
+            kubernetes=kubernetes,
         )
         self.envoy: EnvoyProcess | None = None
         self._extra_envoys: list[EnvoyProcess] = []
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self, *, wait_path: str | None = None) -> None:
-        """Start upstreams, control plane and Envoy. The repo must have a commit already."""
+    def start_upstreams(self) -> None:
         logs = self.directory / "logs"
         for name in self.upstream_names:
-            self.upstreams[name] = EchoUpstream.start(name, log_dir=logs)
+            if name not in self.upstreams:
+                self.upstreams[name] = EchoUpstream.start(name, log_dir=logs)
+
+    def start(self, *, wait_path: str | None = None) -> None:
+        """Start upstreams, control plane and Envoy. The repo must have a commit already."""
+        self.start_upstreams()
         if not self.endpoints_path.exists():
             self.set_endpoints({name: [u.address] for name, u in self.upstreams.items()})
         self.control_plane.start()

@@ -13,10 +13,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 ECHO_SCRIPT = REPO_ROOT / "examples" / "upstream" / "echo.py"
 
 
-def health_ok(port: int) -> bool:
+def health_ok(port: int, host: str = "127.0.0.1") -> bool:
     """True if GET /health answers 200 (the server is serving, not just bound)."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5) as response:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=0.5) as response:
             status: int = response.status
             return status == 200
     except OSError:  # includes URLError and HTTPError (non-2xx)
@@ -26,10 +26,11 @@ def health_ok(port: int) -> bool:
 class EchoUpstream:
     """One echo service: answers every request with JSON naming itself (header x-upstream)."""
 
-    def __init__(self, process: ManagedProcess, *, name: str, port: int) -> None:
+    def __init__(self, process: ManagedProcess, *, name: str, port: int, host: str = "127.0.0.1") -> None:
         self.process = process
         self.name = name
         self.port = port
+        self.host = host
 
     @classmethod
     def start(
@@ -39,25 +40,26 @@ class EchoUpstream:
         log_dir: Path,
         port: int | None = None,
         start_timeout: float = 15.0,
+        host: str = "127.0.0.1",
     ) -> EchoUpstream:
         """Start `echo.py --name <name>` with this interpreter; return once /health is 200."""
         chosen = port if port is not None else free_port()
-        argv = [sys.executable, str(ECHO_SCRIPT), "--name", name, "--port", str(chosen)]
+        argv = [sys.executable, str(ECHO_SCRIPT), "--name", name, "--port", str(chosen), "--host", host]
         process = ManagedProcess.start(argv, name=f"upstream-{name}", log_dir=log_dir, cwd=REPO_ROOT)
         try:
-            process.wait_until(lambda: health_ok(chosen), start_timeout, f"GET /health on :{chosen}")
+            process.wait_until(lambda: health_ok(chosen, host), start_timeout, f"GET /health on {host}:{chosen}")
         except TimeoutError:
             process.stop()
             raise
-        return cls(process, name=name, port=chosen)
+        return cls(process, name=name, port=chosen, host=host)
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     @property
     def pid(self) -> int:

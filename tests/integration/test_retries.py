@@ -16,7 +16,7 @@ def test_retries_only_for_idempotent_methods(make_stack: StackFactory) -> None:
                     {
                         "match": {"pathPrefix": "/flaky"},
                         "backends": [{"service": "svc-a", "port": 8080}],
-                        "retries": {"attempts": 2, "on": ["503"]},
+                        "retries": {"attempts": 2, "retryOn": ["503"]},
                         "timeouts": {"request": "5s", "perTry": "1s"},
                     },
                 )

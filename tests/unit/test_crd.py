@@ -47,7 +47,7 @@ def test_the_schema_is_structural_and_covers_every_model_field() -> None:
 
     crd_paths = {path for path, _ in _walk(spec, "spec")}
     assert fields(RouteSpec, "spec") <= crd_paths
-    assert {"spec.match.path", "spec.backends[].weight", "spec.timeouts.perTry", "spec.retries.on[]"} <= crd_paths
+    assert {"spec.match.path", "spec.backends[].weight", "spec.timeouts.perTry", "spec.retries.retryOn[]"} <= crd_paths
 
 
 def test_the_crd_has_status_printer_columns_short_name_and_cel_rules() -> None:

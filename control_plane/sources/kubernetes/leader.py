@@ -44,23 +44,26 @@ class LeaderElector:
         self._duration = duration
         self._retry = retry
         self._renewed = 0.0
+        self._holding = False
         self._leading = False
         self.changed = asyncio.Event()
         """Set whenever leadership is gained or lost."""
 
     @property
     def leading(self) -> bool:
-        return self._leading and time.monotonic() - self._renewed < self._duration
+        """We hold the lease and renewed it recently enough that nobody else may take it."""
+        return self._holding and time.monotonic() - self._renewed < self._duration
 
     async def run(self) -> None:
         while True:
+            started = time.monotonic()
             try:
                 held = await asyncio.to_thread(self._try_acquire_or_renew)
-            except Exception as exc:  # noqa: BLE001 - the API server may be away; try again
-                held = False
+                if held:
+                    self._renewed = started
+                self._holding = held
+            except Exception as exc:  # noqa: BLE001 - the API server may be away; keep what we had until it expires
                 log.warning("lease_error", lease=self._name, error=str(exc)[:300])
-            if held:
-                self._renewed = time.monotonic()
             self._set(self.leading)
             await asyncio.sleep(self._retry)
 

@@ -43,6 +43,8 @@ class KubernetesSettings:
     lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_name: str = "gatehouse-control-plane"
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}")
+    lease_duration: float = 15.0
+    lease_renew: float = 2.0
     write_status: bool = True
 
 
@@ -105,7 +107,12 @@ class KubernetesSource:
         tasks = []
         if self._settings.write_status:
             self._leader = LeaderElector(
-                api, namespace=self._settings.lease_namespace, name=self._settings.lease_name, identity=self._settings.identity
+                api,
+                namespace=self._settings.lease_namespace,
+                name=self._settings.lease_name,
+                identity=self._settings.identity,
+                duration=max(1, round(self._settings.lease_duration)),
+                retry=self._settings.lease_renew,
             )
             self._writer = StatusWriter(api)
             tasks = [
@@ -195,6 +202,8 @@ class KubernetesSource:
         return {
             **self.routes.status(),
             "leader": self.leading,
+            "identity": self._settings.identity,
+            "status_writes": self._writer.writes if self._writer else 0,
             "watches": {w.name: {"synced": w.synced.is_set(), "errors": w.errors, "relists": w.relists} for w in self._watches},
             "conflicts": {k: c.message for k, c in self._conflicts.items()} or None,
         }

@@ -401,21 +401,21 @@ CASES: dict[str, tuple[str, Expected]] = {
         f"{FILE}:7: spec.retries.attempts: Input should be less than or equal to 10",
     ),
     "unknown retry condition": (
-        route("  retries: {on: [connect-failure, 5xxx]}"),
-        f"{FILE}:7: spec.retries.on[1]: '5xxx' is not a retry condition",
+        route("  retries: {retryOn: [connect-failure, 5xxx]}"),
+        f"{FILE}:7: spec.retries.retryOn[1]: '5xxx' is not a retry condition",
     ),
-    "retry status code out of range": (route("  retries: {on: ['603']}"), f"{FILE}:7: spec.retries.on[0]: '603' is not a retry condition"),
-    "retry condition listed twice": (route("  retries: {on: [reset, reset]}"), f"{FILE}:7: spec.retries.on: 'reset' is listed twice"),
-    # `on: [503]` unquoted is accepted (test_an_unquoted_status_code_is_a_status_code); checked like a quoted one.
+    "retry status code out of range": (route("  retries: {retryOn: ['603']}"), f"{FILE}:7: spec.retries.retryOn[0]: '603' is not a retry condition"),
+    "retry condition listed twice": (route("  retries: {retryOn: [reset, reset]}"), f"{FILE}:7: spec.retries.retryOn: 'reset' is listed twice"),
+    # `retryOn: [503]` unquoted is accepted (test_an_unquoted_status_code_is_a_status_code); checked like a quoted one.
     "unquoted retry status code out of range": (
-        route("  retries: {on: [99]}"),
-        f"{FILE}:7: spec.retries.on[0]: '99' is not a retry condition",
+        route("  retries: {retryOn: [99]}"),
+        f"{FILE}:7: spec.retries.retryOn[0]: '99' is not a retry condition",
     ),
     "retry status code quoted and unquoted": (
-        route("  retries: {on: [503, '503']}"),
-        f"{FILE}:7: spec.retries.on: '503' is listed twice",
+        route("  retries: {retryOn: [503, '503']}"),
+        f"{FILE}:7: spec.retries.retryOn: '503' is listed twice",
     ),
-    "boolean retry condition": (route("  retries: {on: [true]}"), f"{FILE}:7: spec.retries.on[0]: Input should be a valid string"),
+    "boolean retry condition": (route("  retries: {retryOn: [true]}"), f"{FILE}:7: spec.retries.retryOn[0]: Input should be a valid string"),
     # --- rewrite ------------------------------------------------------------------------
     "rewrite.prefix with pathRegex": (
         matching("{pathRegex: '/orders/[0-9]+'}", "  rewrite: {prefix: /v3}"),
@@ -724,7 +724,7 @@ spec:
     - {key: user, algorithm: slidingWindow, limit: 100, window: 60s}
     - {key: ip,   algorithm: tokenBucket, capacity: 5, refill: 1/10s}
   timeouts: {request: 10s, perTry: 3s, idle: 60s}
-  retries: {attempts: 2, on: [connect-failure, reset, "503"]}           # idempotent methods only
+  retries: {attempts: 2, retryOn: [connect-failure, reset, "503"]}           # idempotent methods only
   circuitBreaker: {maxConnections: 1000, maxPendingRequests: 100, maxRequests: 1000}
   outlierDetection: {consecutive5xx: 5, interval: 10s, baseEjection: 30s, maxEjectionPercent: 50}
   healthCheck: {path: /health, interval: 5s}
@@ -755,7 +755,7 @@ def test_the_design_example_parses_with_every_field() -> None:
     assert (bucket.key, bucket.capacity, bucket.refill) == ("ip", 5, (1, 10_000))
     assert (spec_.timeouts.request, spec_.timeouts.per_try, spec_.timeouts.idle) == (10_000, 3_000, 60_000)
     assert spec_.retries is not None and spec_.retries.attempts == 2
-    assert spec_.retries.on == ["connect-failure", "reset", "503"]
+    assert spec_.retries.retry_on == ["connect-failure", "reset", "503"]
     assert spec_.circuit_breaker is not None and spec_.circuit_breaker.max_pending_requests == 100
     assert spec_.outlier_detection is not None and spec_.outlier_detection.consecutive5xx == 5
     assert spec_.outlier_detection.base_ejection == 30_000
@@ -765,18 +765,18 @@ def test_the_design_example_parses_with_every_field() -> None:
 
 
 def test_on_in_retries_is_the_key_on_not_a_boolean() -> None:
-    routes, problems = _rendered(route("  retries:", "    on: [5xx, '429']", "    attempts: 3"))
+    routes, problems = _rendered(route("  retries:", "    retryOn: [5xx, '429']", "    attempts: 3"))
     assert problems == []
     retries = routes[0].spec.retries
-    assert retries is not None and retries.on == ["5xx", "429"] and retries.attempts == 3
+    assert retries is not None and retries.retry_on == ["5xx", "429"] and retries.attempts == 3
 
 
 def test_an_unquoted_status_code_is_a_status_code() -> None:
-    """`on: [503]` is an int in YAML; it means the status code, as "503" does."""
-    routes, problems = _rendered(route("  retries: {on: [503, 429, reset]}"))
+    """`retryOn: [503]` is an int in YAML; it means the status code, as "503" does."""
+    routes, problems = _rendered(route("  retries: {retryOn: [503, 429, reset]}"))
     assert problems == []
     retries = routes[0].spec.retries
-    assert retries is not None and retries.on == ["503", "429", "reset"]
+    assert retries is not None and retries.retry_on == ["503", "429", "reset"]
 
 
 def test_durations_up_to_30_days_are_accepted() -> None:
@@ -829,7 +829,7 @@ def test_defaults() -> None:
     assert parsed.spec.hosts == [] and parsed.spec.priority == "normal" and parsed.spec.auth.required is True
     assert parsed.spec.retries is not None
     assert parsed.spec.retries.attempts == 1
-    assert parsed.spec.retries.on == ["connect-failure", "refused-stream", "reset"]
+    assert parsed.spec.retries.retry_on == ["connect-failure", "refused-stream", "reset"]
     text = top("apiVersion: gatehouse.io/v1alpha1", "kind: Route", "metadata: {name: orders}", GOOD_SPEC)
     assert _rendered(text)[0][0].namespace == "default"
 
@@ -844,7 +844,7 @@ def test_accepted_edge_values() -> None:
         "    - {service: b, port: 65535, weight: 1000000, namespace: other}",
         "    - {service: a, port: 1, namespace: other}",
         "  timeouts: {request: 1m30s, perTry: 1m30s}",
-        "  retries: {attempts: 10, on: ['503', 5xx]}",
+        "  retries: {attempts: 10, retryOn: ['503', 5xx]}",
         "  rewrite: {regex: '^/v1/(.*)$', substitution: '/\\1'}",
     )
     routes, problems = _rendered(text)

@@ -86,7 +86,7 @@ def route_document(rng: random.Random, name: str, namespace: str = "gen") -> dic
     methods = spec["match"].get("methods", [])
     retriable = not methods or any(m in ("GET", "HEAD", "OPTIONS", "PUT", "DELETE") for m in methods)
     if rng.random() < 0.4 and retriable:
-        spec["retries"] = {"attempts": rng.randint(0, 3), "on": rng.sample(RETRY_ON, rng.randint(1, 3))}
+        spec["retries"] = {"attempts": rng.randint(0, 3), "retryOn": rng.sample(RETRY_ON, rng.randint(1, 3))}
     if rng.random() < 0.1:
         spec["disabled"] = {"status": rng.choice([404, 410, 503]), "body": rng.choice(["", "gone\n"])}
     return {

@@ -340,7 +340,7 @@ def test_limits_reach_envoy_unchanged() -> None:
     assert retried["route"]["timeout"] == retried["route"]["idle_timeout"] == "2592000s"
     policy = retried["route"]["retry_policy"]
     assert (policy["num_retries"], policy["per_try_timeout"], policy["retry_on"]) == (10, "2592000s", "reset,retriable-status-codes")
-    assert policy["retriable_status_codes"] == [503], "`on: [503]` unquoted is the status code"
+    assert policy["retriable_status_codes"] == [503], "`retryOn: [503]` unquoted is the status code"
     assert rest["route"]["retry_policy"] == {"num_retries": 0, "per_try_timeout": "2592000s"}
     [regexes] = entries("limits", "shop/largest-regexes")
     assert regexes["match"]["safe_regex"] == {"regex": "(ab|cd){16}"}

@@ -1,4 +1,8 @@
-"""Render envoy/bootstrap.yaml for one Envoy: which node it is and where ADS lives."""
+"""Render the Envoy bootstrap for one Envoy: which node it is and where ADS lives.
+
+The template ships inside the package (``gatehouse/data/envoy-bootstrap.yaml``, linked
+from ``envoy/bootstrap.yaml``), so an installed wheel renders it too.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from typing import Any
 
 import yaml
 
-TEMPLATE = Path(os.environ.get("GATEHOUSE_ENVOY_BOOTSTRAP", Path(__file__).resolve().parents[1] / "envoy" / "bootstrap.yaml"))
+TEMPLATE = Path(os.environ.get("GATEHOUSE_ENVOY_BOOTSTRAP", Path(__file__).resolve().parent / "data" / "envoy-bootstrap.yaml"))
 
 
 def render_bootstrap(

@@ -1,0 +1,151 @@
+{{/*
+Names and labels shared by every template.
+*/}}
+
+{{/* The chart name, or nameOverride. */}}
+{{- define "gatehouse.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The resource-name prefix: fullnameOverride, else "<release>-<chart name>", or just the
+release name when it already contains the chart name. Truncated to leave room for the
+longest component suffix ("-control-plane", 14 characters) within 63.
+*/}}
+{{- define "gatehouse.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 49 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 49 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 49 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "gatehouse-0.1.0", for the helm.sh/chart label. */}}
+{{- define "gatehouse.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "gatehouse.labels" -}}
+helm.sh/chart: {{ include "gatehouse.chart" . }}
+app.kubernetes.io/name: {{ include "gatehouse.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gatehouse
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of the whole release (no component). */}}
+{{- define "gatehouse.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gatehouse.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Per component: call with (dict "ctx" $ "component" "gateway"). */}}
+{{- define "gatehouse.componentName" -}}
+{{- printf "%s-%s" (include "gatehouse.fullname" .ctx) .component }}
+{{- end }}
+
+{{- define "gatehouse.componentLabels" -}}
+{{ include "gatehouse.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "gatehouse.componentSelectorLabels" -}}
+{{ include "gatehouse.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* The image reference; the tag defaults to appVersion. */}}
+{{- define "gatehouse.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* The control plane's ServiceAccount name. */}}
+{{- define "gatehouse.controlPlane.serviceAccountName" -}}
+{{- if .Values.controlPlane.serviceAccount.create }}
+{{- default (include "gatehouse.componentName" (dict "ctx" . "component" "control-plane")) .Values.controlPlane.serviceAccount.name }}
+{{- else }}
+{{- required "controlPlane.serviceAccount.name is required when controlPlane.serviceAccount.create is false" .Values.controlPlane.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Cluster-scoped names carry the namespace: two releases of the same name may coexist. */}}
+{{- define "gatehouse.clusterRoleName" -}}
+{{- printf "%s-%s-control-plane" .Release.Namespace (include "gatehouse.fullname" .) }}
+{{- end }}
+
+{{/* The control-plane Service's in-cluster DNS name (what Envoy dials for xDS). */}}
+{{- define "gatehouse.controlPlane.host" -}}
+{{- printf "%s.%s.svc.%s" (include "gatehouse.componentName" (dict "ctx" . "component" "control-plane")) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{/* The Redis URL handed to the sidecars: redis.url, else the in-chart Redis, else "". */}}
+{{- define "gatehouse.redisUrl" -}}
+{{- if .Values.redis.url }}
+{{- .Values.redis.url }}
+{{- else if .Values.redis.enabled }}
+{{- printf "redis://%s.%s.svc.%s:6379/0" (include "gatehouse.componentName" (dict "ctx" . "component" "redis")) .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+{{- end }}
+
+{{/* Restricted-profile container security context, shared by every container. */}}
+{{- define "gatehouse.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Pod security context: the image's user (uid 10001, from the Dockerfile), never root. */}}
+{{- define "gatehouse.podSecurityContext" -}}
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+A soft anti-affinity spreading a component's pods over nodes, used when the component's
+affinity value is empty. Call with (dict "ctx" $ "component" "gateway").
+*/}}
+{{- define "gatehouse.defaultAffinity" -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "gatehouse.componentSelectorLabels" . | nindent 12 }}
+{{- end }}
+
+{{/* Environment shared by the sidecars: Redis and Kafka settings. */}}
+{{- define "gatehouse.sidecarEnv" -}}
+- name: REDIS_URL
+  value: {{ include "gatehouse.redisUrl" . | quote }}
+- name: KAFKA_BOOTSTRAP_SERVERS
+  value: {{ .Values.kafka.bootstrapServers | quote }}
+- name: KAFKA_ACCESS_LOG_TOPIC
+  value: {{ .Values.kafka.accessLogTopic | quote }}
+- name: KAFKA_AUDIT_TOPIC
+  value: {{ .Values.kafka.auditTopic | quote }}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- end }}

@@ -1,0 +1,525 @@
+"""The Helm chart (charts/gatehouse) against the pinned helm and a real kube-apiserver.
+
+- `helm lint --strict` is clean, with defaults and with every optional part that renders
+  something real switched on;
+- values.schema.json refuses unknown keys and wrong types; the templates refuse
+  inconsistent values;
+- what the chart renders for the programs is what they accept: the control-plane config
+  loads with `control_plane.config.load_config`, the Envoy bootstrap passes
+  `envoy --mode validate` with the Deployment's own arguments, and every container runs a
+  command that exists;
+- `kubectl apply --dry-run=server` accepts every rendering, with no Pod Security
+  ("restricted") warning;
+- `helm install` for real, then the control plane runs with the chart's ConfigMap and the
+  chart's ServiceAccount token (least-privilege RBAC is enough: it syncs, takes the Lease,
+  writes Route status), and Envoy runs with the chart's bootstrap and arguments, serves the
+  example Route, exposes only /ready and /stats on its health port, and the preStop hook
+  drains it.
+
+Needs the tools from scripts/build-kube-tools; under CI=true a missing tool fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from control_plane.config import load_config
+from tests.harness.control_plane import ControlPlaneProcess
+from tests.harness.envoy import envoy_binary
+from tests.harness.http_client import Client, get, wait_for
+from tests.harness.kubernetes import KubeAPIServer, KubeTools, kube_tools
+from tests.harness.local_addresses import local_addresses
+from tests.harness.ports import free_port
+from tests.harness.processes import ManagedProcess
+from tests.harness.upstream import EchoUpstream
+
+pytestmark = pytest.mark.timeout(600)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CHART = REPO_ROOT / "charts" / "gatehouse"
+CRD = CHART / "crds" / "routes.gatehouse.io.yaml"
+EXAMPLE_ROUTE = REPO_ROOT / "examples" / "k8s" / "route.yaml"
+EXAMPLE_BACKEND = REPO_ROOT / "examples" / "k8s" / "backend.yaml"
+
+RELEASE = "gh"
+NAMESPACE = "gatehouse-system"
+CONTROL_PLANE = f"{RELEASE}-gatehouse-control-plane"
+GATEWAY = f"{RELEASE}-gatehouse-gateway"
+
+# Every optional part that renders something real. The ext_authz and ratelimit sidecars
+# are not here: their commands arrive with issues 4 and 5 (see test_sidecars_*).
+ALL_ON = [
+    "--set", "networkPolicy.enabled=true,redis.enabled=true",
+    "--set", "controlPlane.git.enabled=true,controlPlane.git.repo=https://git.example.com/routes.git",
+    "--set", "controlPlane.git.path=routes,controlPlane.kubernetes.namespaces={shop}",
+    "--set", "gateway.service.type=LoadBalancer,gateway.service.externalTrafficPolicy=Local",
+    "--set", "gateway.autoscaling.enabled=false,gateway.replicas=3",
+    "--set", "kafka.bootstrapServers=kafka-0.kafka:9092,redis.url=",
+    "--set-json", 'networkPolicy.controlPlane.adminFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]',
+    "--set-json",
+    'networkPolicy.upstreams=[{"namespace":"shop","podSelector":{"matchLabels":{"app":"order-service"}},'
+    '"ports":[{"port":8080,"protocol":"TCP"}],"extraFrom":[{"podSelector":{"matchLabels":{"role":"batch"}}}]}]',
+]  # fmt: skip
+SIDECARS_ON = ["--set", "extAuthz.enabled=true,rateLimit.enabled=true,redis.enabled=true"]
+
+VARIANTS = {"defaults": [], "all-optional-parts": ALL_ON}
+DRAIN_SECONDS = 3
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tools() -> KubeTools:
+    return kube_tools()
+
+
+def run_helm(tools: KubeTools, home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """The pinned helm, with cache/config/data under `home` (never ~/.config/helm)."""
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    result = subprocess.run([tools.helm, *args], capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    if check and result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}\n{result.stdout}")
+    return result
+
+
+def template(tools: KubeTools, home: Path, *values: str) -> str:
+    return run_helm(tools, home, "template", RELEASE, str(CHART), "--namespace", NAMESPACE, *values).stdout
+
+
+def objects(manifest: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(manifest) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    matches = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
+    return matches[0]
+
+
+def containers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every container of every Deployment, as '<deployment>/<container>'."""
+    found = {}
+    for doc in docs:
+        if doc["kind"] == "Deployment":
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                found[f"{doc['metadata']['name']}/{container['name']}"] = container
+    return found
+
+
+@pytest.fixture(scope="module")
+def helm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("helm-home")
+
+
+# --- lint, schema, template guards --------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_helm_lint_is_clean(tools: KubeTools, helm_home: Path, variant: str) -> None:
+    result = run_helm(tools, helm_home, "lint", "--strict", str(CHART), "--namespace", NAMESPACE, *VARIANTS[variant])
+    assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout, result.stdout
+    assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["--set", "bogus=1"], "bogus"),
+        (["--set", "gateway.replicaz=3"], "replicaz"),
+        (["--set", "controlPlane.git.enabeld=true"], "enabeld"),
+        (["--set", "gateway.service.type=Ingress"], "type"),
+        (["--set", "controlPlane.xdsPort=http"], "xdsPort"),
+        (["--set", "gateway.envoy.concurrency=0"], "concurrency"),
+        (["--set", "controlPlane.debounce.quiet=20"], "quiet"),
+        (["--set", "redis.url=localhost:6379"], "url"),
+        (["--set", "controlPlane.git.enabled=true"], "repo"),
+        (["--set-json", 'networkPolicy.upstreams=[{"namespace":"shop","podSelectr":{}}]'], "podSelectr"),
+    ],
+)
+def test_schema_refuses_unknown_and_mistyped_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
+    result = run_helm(tools, helm_home, "template", RELEASE, str(CHART), *values, check=False)
+    assert result.returncode != 0, f"helm template {values} was accepted"
+    assert "schema" in result.stderr and message in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["--set", "gateway.drainSeconds=30,gateway.terminationGracePeriodSeconds=30"], "must be larger than gateway.drainSeconds"),
+        (["--set", "gateway.port=9901"], "ports collide"),
+        (["--set", "rateLimit.enabled=true,rateLimit.port=9902"], "ports collide"),
+        (["--set", "gateway.autoscaling.minReplicas=5,gateway.autoscaling.maxReplicas=3"], "minReplicas"),
+    ],
+)
+def test_templates_refuse_inconsistent_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
+    result = run_helm(tools, helm_home, "template", RELEASE, str(CHART), *values, check=False)
+    assert result.returncode != 0, f"helm template {values} was accepted"
+    assert message in result.stderr, result.stderr
+
+
+# --- what the programs get ----------------------------------------------------------------
+
+
+def envoy_argv(container: dict[str, Any], bootstrap: Path, pod_name: str) -> list[str]:
+    """The Deployment's Envoy command line, for this machine: the venv's envoy, the
+    bootstrap file at `bootstrap`, $(POD_NAME) expanded as the kubelet would."""
+    assert container["command"] == ["envoy"], container["command"]
+    args = [a.replace("$(POD_NAME)", pod_name) for a in container["args"]]
+    args[args.index("-c") + 1] = str(bootstrap)
+    return [envoy_binary(), *args]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rendered_config_and_bootstrap_are_accepted_by_the_programs(
+    tools: KubeTools, helm_home: Path, tmp_path: Path, variant: str
+) -> None:
+    docs = objects(template(tools, helm_home, *VARIANTS[variant]))
+
+    # The control plane: its ConfigMap loads as the control plane loads it.
+    config_map = find(docs, "ConfigMap", CONTROL_PLANE)
+    config_file = tmp_path / "control-plane.yaml"
+    config_file.write_text(config_map["data"]["control-plane.yaml"])
+    config = load_config(config_file)
+    assert config.sources.kubernetes is not None
+    assert config.sources.kubernetes.kubeconfig is None  # in-cluster: the ServiceAccount
+    assert config.sources.kubernetes.lease_namespace == NAMESPACE
+    deployment = find(docs, "Deployment", CONTROL_PLANE)
+    pod = deployment["spec"]["template"]["spec"]
+    (cp,) = pod["containers"]
+    assert [*cp["command"], *cp["args"][:3]] == ["gatehouse", "control-plane", "--config", "/etc/gatehouse/control-plane.yaml"]
+    ports = {p["name"]: p["containerPort"] for p in cp["ports"]}
+    assert config.xds.address == f"0.0.0.0:{ports['xds']}" and config.admin.address == f"0.0.0.0:{ports['admin']}"
+    assert cp["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    assert cp["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    env = {e["name"]: e for e in cp["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    mounts = {m["mountPath"] for m in cp["volumeMounts"]}
+    if variant == "all-optional-parts":
+        (git,) = config.sources.git
+        assert (git.repo, git.branch, git.path) == ("https://git.example.com/routes.git", "main", "routes")
+        assert git.cache_dir is not None and any(git.cache_dir.startswith(m + "/") for m in mounts), (git.cache_dir, mounts)
+        assert config.sources.kubernetes.namespaces == ["shop"]
+    else:
+        assert config.sources.git == []
+    assert config.gateway.listener_port == 8080
+
+    # The gateway: the bootstrap passes `envoy --mode validate` with the Deployment's args.
+    bootstrap_map = find(docs, "ConfigMap", GATEWAY)
+    bootstrap_file = tmp_path / "bootstrap.yaml"
+    bootstrap_file.write_text(bootstrap_map["data"]["bootstrap.yaml"])
+    gateway_pod = find(docs, "Deployment", GATEWAY)["spec"]["template"]["spec"]
+    envoy = next(c for c in gateway_pod["containers"] if c["name"] == "envoy")
+    argv = envoy_argv(envoy, bootstrap_file, "gh-gatehouse-gateway-7d9f8-abcde")
+    assert "--disable-hot-restart" in argv
+    # The exact command line of the pod, in validate mode (no hot restart: no shared memory).
+    result = subprocess.run([*argv, "--mode", "validate"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    bootstrap = yaml.safe_load(bootstrap_file.read_text())
+    assert bootstrap["node"]["cluster"] == "gateway"
+    xds = bootstrap["static_resources"]["clusters"][0]
+    address = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+    service = find(docs, "Service", CONTROL_PLANE)
+    xds_port = next(p["port"] for p in service["spec"]["ports"] if p["targetPort"] == "xds")
+    assert (address["address"], address["port_value"]) == (f"{CONTROL_PLANE}.{NAMESPACE}.svc.cluster.local", xds_port)
+    assert bootstrap["admin"]["address"]["socket_address"]["address"] == "127.0.0.1"
+    # Not ready until the first configuration arrived, however long that takes.
+    dynamic = bootstrap["dynamic_resources"]
+    assert dynamic["cds_config"]["initial_fetch_timeout"] == dynamic["lds_config"]["initial_fetch_timeout"] == "0s"
+    assert gateway_pod["automountServiceAccountToken"] is False
+    assert envoy["readinessProbe"]["httpGet"]["path"] == "/ready"
+    assert gateway_pod["terminationGracePeriodSeconds"] > int(argv[argv.index("--drain-time-s") + 1])
+
+
+def gatehouse_subcommand_exists(name: str) -> bool:
+    result = subprocess.run([sys.executable, "-m", "gatehouse", name, "--help"], capture_output=True, text=True, timeout=60)
+    return result.returncode == 0
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_rendered_container_runs_a_command_that_exists(tools: KubeTools, helm_home: Path, variant: str) -> None:
+    found = containers(objects(template(tools, helm_home, *VARIANTS[variant])))
+    expected = {f"{CONTROL_PLANE}/control-plane", f"{GATEWAY}/envoy"}
+    if variant == "all-optional-parts":
+        expected.add(f"{RELEASE}-gatehouse-redis/redis")
+    assert set(found) == expected
+    for name, container in found.items():
+        if container.get("command") == ["gatehouse"]:
+            assert gatehouse_subcommand_exists(container["args"][0]), name
+        for key in ("command", "args"):
+            assert "ext-authz" not in container.get(key, []) and "ratelimit" not in container.get(key, []), name
+
+
+def test_sidecars_render_only_when_enabled_on_localhost(tools: KubeTools, helm_home: Path) -> None:
+    docs = objects(template(tools, helm_home, *SIDECARS_ON, "--set", "kafka.bootstrapServers=kafka:9092"))
+    pod = find(docs, "Deployment", GATEWAY)["spec"]["template"]["spec"]
+    by_name = {c["name"]: c for c in pod["containers"]}
+    assert set(by_name) == {"envoy", "ext-authz", "ratelimit"}
+    for name, port in (("ext-authz", 9001), ("ratelimit", 8081)):
+        env = {e["name"]: e.get("value") for e in by_name[name]["env"]}
+        assert env["GATEHOUSE_LISTEN_ADDRESS"] == f"127.0.0.1:{port}"
+        assert env["REDIS_URL"] == f"redis://{RELEASE}-gatehouse-redis.{NAMESPACE}.svc.cluster.local:6379/0"
+        assert env["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
+        assert "ports" not in by_name[name]  # localhost only: nothing exposed on the pod IP
+        assert by_name[name]["resources"]["requests"]["cpu"]  # the HPA needs every container's request
+
+
+# --- the real API server ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def api(tools: KubeTools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
+    server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"), tools=tools)
+    try:
+        # The CRD for real first, so Route objects validate against it.
+        server.kubectl("apply", "--server-side", "-f", str(CRD))
+        server.kubectl("wait", "--for=condition=Established", "crd/routes.gatehouse.io", "--timeout=60s")
+        for namespace in (NAMESPACE, "shop", "monitoring"):
+            server.kubectl("create", "namespace", namespace)
+        # Pod Security "restricted": dry runs of workloads print a warning on any violation.
+        server.kubectl(
+            "label", "namespace", NAMESPACE,
+            "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/warn=restricted",
+        )  # fmt: skip
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("variant", [*VARIANTS, "sidecars"])
+def test_server_side_dry_run_accepts_the_rendered_chart(api: KubeAPIServer, tools: KubeTools, helm_home: Path, variant: str) -> None:
+    values = SIDECARS_ON if variant == "sidecars" else VARIANTS[variant]
+    manifest = template(tools, helm_home, *values)
+    kinds = sorted({f"{d['kind']}" for d in objects(manifest)})
+    result = api.kubectl("apply", "--dry-run=server", "-f", "-", input=manifest)
+    created = [line for line in result.stdout.splitlines() if "(server dry run)" in line]
+    assert len(created) == len(objects(manifest)), result.stdout
+    assert "Warning" not in result.stderr, result.stderr  # e.g. "would violate PodSecurity"
+    expected = {"ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding", "Service", "ServiceAccount"}
+    assert expected <= set(kinds), kinds
+    if variant == "all-optional-parts":
+        assert "NetworkPolicy" in kinds and "HorizontalPodAutoscaler" not in kinds
+    else:
+        assert "HorizontalPodAutoscaler" in kinds
+
+
+def test_pod_security_warnings_would_be_seen(api: KubeAPIServer, tools: KubeTools, helm_home: Path) -> None:
+    """The check above is live: a gateway that keeps its capabilities draws the warning."""
+    docs = objects(template(tools, helm_home))
+    deployment = find(docs, "Deployment", GATEWAY)
+    del deployment["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]
+    result = api.kubectl("apply", "--dry-run=server", "-f", "-", input=yaml.safe_dump(deployment))
+    assert "would violate PodSecurity" in result.stderr and "capabilities" in result.stderr, result.stderr
+
+
+def test_examples_are_accepted_by_the_api_server_and_by_gatehouse_validate(api: KubeAPIServer) -> None:
+    result = subprocess.run([sys.executable, "-m", "gatehouse", "validate", str(EXAMPLE_ROUTE)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for path in (EXAMPLE_BACKEND, EXAMPLE_ROUTE):
+        api.kubectl("apply", "--dry-run=server", "-f", str(path))
+
+
+def can_i(api: KubeAPIServer, user: str, verb: str, resource: str, namespace: str | None = None, name: str = "") -> bool:
+    resource, _, subresource = resource.partition("/")
+    target = f"{resource}/{name}" if name else resource
+    args = ["auth", "can-i", verb, target, f"--as={user}", *(["-n", namespace] if namespace else ["--all-namespaces"])]
+    if subresource:
+        args.append(f"--subresource={subresource}")
+    result = api.kubectl(*args, check=False)
+    return result.stdout.strip() == "yes"
+
+
+def service_account_kubeconfig(api: KubeAPIServer, directory: Path, service_account: str) -> Path:
+    token = api.kubectl("create", "token", service_account, "-n", NAMESPACE, "--duration=1h").stdout.strip()
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "test", "cluster": {"server": api.url, "certificate-authority": str(api.ca_file)}}],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "test", "user": service_account}}],
+        "current-context": "sa",
+    }
+    path = directory / "service-account.kubeconfig"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return path
+
+
+def route_conditions(api: KubeAPIServer) -> dict[str, dict[str, Any]]:
+    out = api.kubectl("get", "route", "orders-by-id", "-n", "shop", "-o", "json").stdout
+    return {c["type"]: c for c in (json.loads(out).get("status") or {}).get("conditions", [])}
+
+
+def loopback(text: str) -> str:
+    """The chart binds 0.0.0.0 (the pod IP); on this shared machine, bind loopback."""
+    return text.replace("0.0.0.0", "127.0.0.1")
+
+
+def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_installed(
+    api: KubeAPIServer, tmp_path: Path
+) -> None:
+    envoy_bin = envoy_binary()
+    ports = {name: free_port() for name in ("xds", "cp_admin", "http", "envoy_admin", "health")}
+    install = api.helm(
+        "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
+        "--set", "networkPolicy.enabled=true,redis.enabled=true",
+        "--set", f"controlPlane.xdsPort={ports['xds']},controlPlane.adminPort={ports['cp_admin']}",
+        "--set", f"gateway.port={ports['http']},gateway.envoy.adminPort={ports['envoy_admin']}",
+        "--set", f"gateway.envoy.healthPort={ports['health']},gateway.envoy.concurrency=1,gateway.drainSeconds={DRAIN_SECONDS}",
+    )  # fmt: skip
+    assert "kubectl apply -f examples/k8s/route.yaml" in install.stdout and "kubectl get gr" in install.stdout, install.stdout
+    processes: list[ManagedProcess] = []
+    upstream: EchoUpstream | None = None
+    stack = contextlib.ExitStack()
+    control_plane: ControlPlaneProcess | None = None
+    try:
+        # RBAC: exactly what the control plane needs, nothing more.
+        sa = f"system:serviceaccount:{NAMESPACE}:{CONTROL_PLANE}"
+        for verb, resource, namespace, name in [
+            ("list", "routes.gatehouse.io", None, ""),
+            ("watch", "routes.gatehouse.io", "shop", ""),
+            ("patch", "routes.gatehouse.io/status", "shop", ""),
+            ("watch", "services", None, ""),
+            ("list", "endpointslices.discovery.k8s.io", None, ""),
+            ("create", "leases.coordination.k8s.io", NAMESPACE, ""),
+            ("update", "leases.coordination.k8s.io", NAMESPACE, "gatehouse-control-plane"),
+        ]:
+            assert can_i(api, sa, verb, resource, namespace, name), f"{sa} cannot {verb} {resource} {name}"
+        for verb, resource, namespace, name in [
+            ("create", "routes.gatehouse.io", "shop", ""),
+            ("update", "routes.gatehouse.io", "shop", ""),
+            ("patch", "routes.gatehouse.io", "shop", ""),
+            ("delete", "routes.gatehouse.io", "shop", ""),
+            ("get", "secrets", NAMESPACE, ""),
+            ("list", "pods", None, ""),
+            ("get", "configmaps", NAMESPACE, ""),
+            ("update", "services", "shop", ""),
+            ("create", "leases.coordination.k8s.io", "shop", ""),
+            ("update", "leases.coordination.k8s.io", NAMESPACE, "someone-elses-lease"),
+            ("delete", "leases.coordination.k8s.io", NAMESPACE, "gatehouse-control-plane"),
+        ]:
+            assert not can_i(api, sa, verb, resource, namespace, name), f"{sa} may {verb} {resource} {name}"
+        gateway_sa = f"system:serviceaccount:{NAMESPACE}:{GATEWAY}"
+        assert not can_i(api, gateway_sa, "list", "routes.gatehouse.io")
+        assert not can_i(api, gateway_sa, "get", "configmaps", NAMESPACE)
+
+        # The backend of the example Route: its Service, and an EndpointSlice pointing at an
+        # echo upstream. The API server refuses loopback addresses in EndpointSlices, so the
+        # upstream listens on a 10.x address the harness adds to `lo`.
+        (host,) = stack.enter_context(local_addresses(1))
+        upstream = EchoUpstream.start("order-service", log_dir=tmp_path, host=host)
+        backend = objects(EXAMPLE_BACKEND.read_text())
+        endpoint_slice = find(backend, "EndpointSlice", "order-service-manual")
+        endpoint_slice["ports"][0]["port"] = upstream.port
+        endpoint_slice["endpoints"] = [{**endpoint_slice["endpoints"][0], "addresses": [host]}]
+        api.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(backend))
+
+        # Envoy: the installed bootstrap, the installed Deployment's arguments.
+        bootstrap = yaml.safe_load(
+            loopback(json.loads(api.kubectl("get", "configmap", GATEWAY, "-n", NAMESPACE, "-o", "json").stdout)["data"]["bootstrap.yaml"])
+        )
+        xds = bootstrap["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+        xds["endpoint"]["address"]["socket_address"]["address"] = "127.0.0.1"  # the Service's DNS name, here
+        bootstrap_path = tmp_path / "bootstrap.yaml"
+        bootstrap_path.write_text(yaml.safe_dump(bootstrap))
+        deployment = json.loads(api.kubectl("get", "deployment", GATEWAY, "-n", NAMESPACE, "-o", "json").stdout)
+        pod_spec = deployment["spec"]["template"]["spec"]
+        envoy = next(c for c in pod_spec["containers"] if c["name"] == "envoy")
+        pod_name = f"{GATEWAY}-{uuid.uuid4().hex[:5]}"
+        argv = envoy_argv(envoy, bootstrap_path, pod_name)
+        argv[0] = envoy_bin
+        processes.append(ManagedProcess.start(argv, name="gateway-envoy", log_dir=tmp_path))
+        health = ports["health"]
+        # No control plane yet: Envoy runs but stays initializing, so the readiness probe
+        # fails (listeners, the health listener included, open only once initialized).
+        admin = ports["envoy_admin"]
+        wait_for(lambda: probe(admin, "/ready") == 503, 30, "Envoy's admin API answering /ready 503")
+        time.sleep(2)
+        assert probe(admin, "/ready") == 503 and probe(health, "/ready") != 200 and probe(ports["http"], "/") == 0
+
+        # The control plane: the installed ConfigMap, with the ServiceAccount's token.
+        installed = json.loads(api.kubectl("get", "configmap", CONTROL_PLANE, "-n", NAMESPACE, "-o", "json").stdout)
+        config = yaml.safe_load(loopback(installed["data"]["control-plane.yaml"]))
+        assert "kubeconfig" not in config["sources"]["kubernetes"]
+        config["sources"]["kubernetes"]["kubeconfig"] = str(service_account_kubeconfig(api, tmp_path, CONTROL_PLANE))
+        config_path = tmp_path / "control-plane.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        control_plane = ControlPlaneProcess(config_path, log_dir=tmp_path, xds_port=ports["xds"], admin_port=ports["cp_admin"])
+        control_plane.start(timeout=60)  # /readyz: every watch listed with the ServiceAccount's rights
+        wait_for(lambda: probe(health, "/ready") == 200, 30, "Envoy ready once the control plane answers")
+
+        # Only /ready and /stats/prometheus of the admin API are on the health port.
+        assert get(health, "/stats/prometheus").status == 200
+        assert get(health, "/quitquitquit", method="POST").status == 404
+        assert get(health, "/config_dump").status == 404
+        assert get(health, "/ready", method="POST").status == 404
+
+        # The example Route, applied as a user would: served, Accepted and Programmed.
+        api.kubectl("apply", "-f", str(EXAMPLE_ROUTE))
+        wait_for(lambda: probe(ports["http"], "/api/v2/orders/42") == 200, 15, "Envoy serving the example Route")
+        reply = get(ports["http"], "/api/v2/orders/42")
+        assert (reply.upstream, reply.headers.get("x-route")) == ("order-service", "orders-by-id")
+        wait_for(lambda: route_conditions(api).get("Programmed", {}).get("status") == "True", 15, "Programmed=True (status written)", interval=0.3)
+        assert route_conditions(api)["Accepted"]["status"] == "True"
+        lease = json.loads(api.kubectl("get", "lease", "gatehouse-control-plane", "-n", NAMESPACE, "-o", "json").stdout)
+        assert lease["spec"]["holderIdentity"], lease
+        # The Envoy identifies itself by its pod name, in the node group "gateway".
+        assert pod_name in json.dumps(control_plane.status())
+
+        # preStop (the Deployment's own hook): readiness fails at once, listeners drain
+        # gracefully (still answering) for drainSeconds, then close; SIGTERM would follow.
+        pre_stop = envoy["lifecycle"]["preStop"]["exec"]["command"]
+        assert pre_stop[0] == "python3"
+        hook = subprocess.Popen([sys.executable, *pre_stop[1:]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            wait_for(lambda: probe(health, "/ready") == 503, 2, "Envoy /ready 503 after the preStop hook started")
+            assert probe(ports["http"], "/api/v2/orders/42") == 200  # draining, not refusing
+            output, _ = hook.communicate(timeout=DRAIN_SECONDS + 10)
+        finally:
+            if hook.poll() is None:
+                hook.kill()
+        assert hook.returncode == 0 and "preStop" not in output, output  # every admin call answered
+        wait_for(lambda: probe(ports["http"], "/api/v2/orders/42") == 0, 5, "listeners closed after the drain")
+        assert processes[0].alive()  # Envoy itself exits on the SIGTERM that follows preStop
+    finally:
+        for process in processes:
+            process.stop()
+        if control_plane is not None:
+            control_plane.stop()
+        if upstream is not None:
+            upstream.stop()
+        stack.close()
+
+    api.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "60s")
+    assert api.kubectl("get", "clusterrole", f"{NAMESPACE}-{RELEASE}-gatehouse-control-plane", check=False).returncode != 0
+    # CRDs in crds/ stay (Helm never deletes them): Routes survive an uninstall.
+    api.kubectl("get", "crd", "routes.gatehouse.io")
+
+
+def probe(port: int, path: str, host: str = "127.0.0.1") -> int:
+    client = Client(port, host=host, timeout=2.0)
+    try:
+        return client.request(path).status
+    except OSError:
+        return 0
+    finally:
+        client.close()
+

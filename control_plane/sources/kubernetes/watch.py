@@ -67,6 +67,7 @@ class ResourceWatch:
         self._objects: dict[str, Object] = {}
         self._version = ""
         self._stop = threading.Event()
+        self._response: Any = None
         self._thread = threading.Thread(target=self._run, name=f"watch:{name}", daemon=True)
         self.synced = threading.Event()
         """Set after the first successful list."""
@@ -77,7 +78,14 @@ class ResourceWatch:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop now: also cut the open watch, or the thread would sit in a read for minutes."""
         self._stop.set()
+        response = self._response
+        if response is not None:
+            try:
+                response.shutdown()
+            except Exception:  # noqa: BLE001 - already closed is fine
+                pass
 
     # -- thread ----------------------------------------------------------------------
 
@@ -157,6 +165,7 @@ class ResourceWatch:
             ("timeoutSeconds", WATCH_SECONDS),
         ]
         response = self._request(query).response
+        self._response = response
         try:
             buffer = b""
             for chunk in response.stream(4096, decode_content=True):
@@ -168,6 +177,7 @@ class ResourceWatch:
                     if line.strip():
                         self._event(json.loads(line))
         finally:
+            self._response = None
             response.release_conn()
 
     def _event(self, event: dict[str, Any]) -> None:

@@ -106,12 +106,13 @@ def test_apply_a_route_and_envoy_serves_it_then_endpoints_follow_slices(tmp_path
         stack.start()
         assert stack.get("/orders").status == 404
 
-        applied = time.monotonic()
+        started = time.monotonic()
         apply(api, route("orders", namespace, {"match": {"pathPrefix": "/orders"}, "backends": [{"service": "orders", "port": 8080}]}))
-        wait_for(lambda: stack.get("/orders").upstream == "svc-a", 10, "Envoy serving the applied Route")
-        latency = time.monotonic() - applied
-        print(f"\nkubectl apply → Envoy serving: {latency * 1000:.0f} ms")
-        assert latency < 2.0, f"apply took {latency:.2f}s to reach Envoy"
+        stored = time.monotonic()  # kubectl returned: the API server has the object
+        wait_for(lambda: stack.get("/orders").upstream == "svc-a", 10, "Envoy serving the applied Route", interval=0.005)
+        latency = time.monotonic() - stored
+        print(f"\nRoute stored → Envoy serving: {latency * 1000:.0f} ms (kubectl apply itself: {(stored - started) * 1000:.0f} ms)")
+        assert latency < 1.0, f"the stored Route took {latency:.2f}s to reach Envoy"
 
         wait_for(lambda: conditions(api, namespace, "orders").get("Programmed", {}).get("status") == "True", 10, "Programmed=True")
         accepted = conditions(api, namespace, "orders")["Accepted"]

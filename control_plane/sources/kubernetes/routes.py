@@ -121,6 +121,9 @@ class KubernetesRouteSource:
     def states(self) -> dict[str, ObjectState]:
         return dict(self._states)
 
+    def state(self, key: str) -> ObjectState | None:
+        return self._states.get(key)
+
     def status(self) -> dict[str, Any]:
         rejected = {k: s.message for k, s in self._states.items() if not s.accepted}
         return {"name": self.name, "kind": "kubernetes", "routes": len(self._states), "rejected": rejected or None}

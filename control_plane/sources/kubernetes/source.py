@@ -60,6 +60,7 @@ class KubernetesSource:
         self._writer: StatusWriter | None = None
         self._conflicts: dict[str, Conflict] = {}
         self._programmed: dict[str, tuple[Route, Condition]] = {}
+        self._last_acked = ""
         self.synced = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------------
@@ -152,7 +153,7 @@ class KubernetesSource:
         self._refresh(key)
 
     def _refresh(self, key: str) -> None:
-        state = self.routes.states().get(key)
+        state = self.routes.state(key)
         if state is None or self._writer is None:
             return
         conflict = self._conflicts.get(key)
@@ -179,8 +180,9 @@ class KubernetesSource:
             self._refresh(key)
 
     def acked(self, kind: ResourceType, snapshot: Snapshot) -> None:
-        if kind is not ResourceType.ROUTE:
+        if kind is not ResourceType.ROUTE or snapshot.version == self._last_acked:
             return
+        self._last_acked = snapshot.version  # every Envoy ACKs the same snapshot: look once
         for route in snapshot.model:
             if route.origin.source != SOURCE:
                 continue

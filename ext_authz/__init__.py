@@ -1,0 +1,1 @@
+"""Gatehouse's Envoy Authorization service: JWT verification, revocation, claims as headers."""

@@ -1,0 +1,129 @@
+"""ext_authz configuration: issuers, revocation, admin, cache. Documented in docs/ext-authz.md.
+
+    listen: 127.0.0.1:9191
+    admin: {listen: 127.0.0.1:9192, credentialFile: admin-token}   # gRPC admin API, bearer credential
+    metrics: {listen: 127.0.0.1:9193}
+    tokenCacheSize: 100000
+    maxTokenBytes: 8192
+    issuers:
+      - issuer: https://auth.example.com/
+        audiences: [api]
+        algorithms: [RS256, ES256]
+        jwksUrl: https://auth.example.com/.well-known/jwks.json     # or jwksFile: keys.json
+        leeway: 30s
+        requiredClaims: [exp, sub]
+        requireJti: true
+        claimHeaders: {x-user-id: sub, x-user-role: role, x-scope: scope}
+        jwks: {minTtl: 5m, maxTtl: 24h, unknownKidCooldown: 30s, maxStale: 24h, timeout: 2s}
+    revocation:
+      redisUrl: redis://127.0.0.1:6379/0
+      onUnavailable: closed            # closed | open | lastKnown
+      lastKnownFor: 60s                # with lastKnown: how long a stale mirror may decide
+      resyncInterval: 10s
+      timeout: 250ms
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, model_validator
+
+from control_plane.errors import ConfigError
+from control_plane.model.durations import Duration
+from control_plane.model.loading import field_path
+from control_plane.model.schema import Model
+from control_plane.model.yaml_documents import load_plain
+
+Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
+HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$")]
+IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
+
+
+class JwksCache(Model):
+    min_ttl: Duration = 300_000
+    """Floor for Cache-Control max-age: a tiny max-age cannot make us fetch per request."""
+    max_ttl: Duration = 86_400_000
+    """Ceiling: keys are refetched at least this often."""
+    unknown_kid_cooldown: Duration = 30_000
+    """An unknown kid triggers at most one refetch per cooldown."""
+    max_stale: Duration = 86_400_000
+    """After failed refetches, good keys keep serving this long past their expiry."""
+    timeout: Duration = 2_000
+
+
+class Issuer(Model):
+    issuer: str
+    audiences: list[str] = []
+    algorithms: list[Algorithm] = ["RS256", "ES256"]
+    jwks_url: str | None = None
+    jwks_file: str | None = None
+    leeway: Duration = 30_000
+    required_claims: list[str] = ["exp", "sub"]
+    require_jti: bool = True
+    claim_headers: dict[str, str] = {"x-user-id": "sub", "x-user-role": "role", "x-scope": "scope"}
+    jwks: JwksCache = JwksCache()
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> Issuer:
+        if (self.jwks_url is None) == (self.jwks_file is None):
+            raise ValueError("set exactly one of jwksUrl or jwksFile")
+        if self.jwks_url is not None and not self.jwks_url.startswith(("https://", "http://")):
+            raise ValueError("jwksUrl must be an http(s) URL")
+        return self
+
+
+class Revocation(Model):
+    redis_url: str
+    on_unavailable: Literal["closed", "open", "lastKnown"] = "closed"
+    last_known_for: Duration = 60_000
+    resync_interval: Duration = 10_000
+    timeout: Duration = 250
+    key_prefix: str = "gatehouse:"
+
+
+class Listen(Model):
+    listen: HostPort
+
+
+class Admin(Model):
+    listen: HostPort
+    credential_file: str
+
+
+class ExtAuthzConfig(Model):
+    listen: HostPort = "127.0.0.1:9191"
+    admin: Admin | None = None
+    metrics: Listen = Listen(listen="127.0.0.1:9193")
+    token_cache_size: Annotated[int, Field(ge=0)] = 100_000
+    max_token_bytes: Annotated[int, Field(ge=256, le=65536)] = 8192
+    issuers: Annotated[list[Issuer], Field(min_length=1)]
+    revocation: Revocation | None = None
+    base_dir: Annotated[str, Field(exclude=True)] = "."
+
+    def resolve(self, path: str) -> Path:
+        candidate = Path(path).expanduser()
+        return candidate if candidate.is_absolute() else (Path(self.base_dir) / candidate).resolve()
+
+    @model_validator(mode="after")
+    def _distinct_issuers(self) -> ExtAuthzConfig:
+        names = [i.issuer for i in self.issuers]
+        if len(names) != len(set(names)):
+            raise ValueError("issuers: each iss may appear once")
+        return self
+
+
+def load_ext_authz_config(path: Path) -> ExtAuthzConfig:
+    try:
+        data = load_plain(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    data["baseDir"] = str(path.resolve().parent)
+    try:
+        return ExtAuthzConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{path}: {field_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
+        raise ConfigError("\n".join(lines)) from None

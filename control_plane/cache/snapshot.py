@@ -92,16 +92,17 @@ class Snapshot:
     def inconsistencies(self) -> list[str]:
         """What would leave Envoy waiting or routing nowhere; empty when the snapshot is usable."""
         problems = []
-        for cluster in self.clusters:
-            if cluster not in self.endpoints:
-                problems.append(f"cluster {cluster} has no endpoint assignment")
+        for cluster in self.clusters.values():
+            for assignment in cluster.references:  # EDS clusters name their assignment
+                if assignment not in self.endpoints:
+                    problems.append(f"cluster {cluster.name} has no endpoint assignment")
         for name in self.endpoints:
             if name not in self.clusters:
                 problems.append(f"endpoint assignment {name} names no cluster")
         for route in self.routes.values():
-            for cluster in route.references:
-                if cluster not in self.clusters:
-                    problems.append(f"route config {route.name} points at missing cluster {cluster}")
+            for target in route.references:
+                if target not in self.clusters:
+                    problems.append(f"route config {route.name} points at missing cluster {target}")
         for listener in self.listeners.values():
             for route_name in listener.references:
                 if route_name not in self.routes:

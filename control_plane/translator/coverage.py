@@ -10,7 +10,7 @@ from __future__ import annotations
 from control_plane.model.route import Route
 
 _NOT_YET = {
-    "auth": "auth is not enforced yet: ext_authz is not wired (the route is NOT protected)",
+    "auth": "auth is not enforced: the control plane has no extAuthz configured (the route is NOT protected)",
     "rate_limits": "rateLimits are not enforced yet",
     "circuit_breaker": "circuitBreaker is not applied yet",
     "outlier_detection": "outlierDetection is not applied yet",
@@ -19,12 +19,12 @@ _NOT_YET = {
 }
 
 
-def unenforced(route: Route) -> list[str]:
-    """Warnings for fields this route sets explicitly that have no effect today."""
+def unenforced(route: Route, *, ext_authz: bool = False) -> list[str]:
+    """Warnings for fields this route sets explicitly that have no effect here."""
     spec = route.spec
     warnings = []
     for field in sorted(spec.model_fields_set & _NOT_YET.keys()):
-        if field == "auth" and not spec.auth.required:
+        if field == "auth" and (not spec.auth.required or ext_authz):
             continue
         warnings.append(_NOT_YET[field])
     return warnings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from control_plane.translator.ext_authz import ExtAuthzSettings, ext_authz_filter, identity_header_filter
 from control_plane.translator.messages import Listener, parse
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME
 
@@ -11,7 +12,16 @@ HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection
 ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 
 
-def http_connection_manager() -> dict[str, Any]:
+def http_filters(ext_authz: ExtAuthzSettings | None) -> list[dict[str, Any]]:
+    """Identity headers are stripped first, always; then ext_authz, if configured; then the router."""
+    filters = [identity_header_filter()]
+    if ext_authz is not None:
+        filters.append(ext_authz_filter(ext_authz))
+    filters.append({"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}})
+    return filters
+
+
+def http_connection_manager(ext_authz: ExtAuthzSettings | None = None) -> dict[str, Any]:
     return {
         "@type": HCM_TYPE,
         "stat_prefix": "gatehouse",
@@ -20,7 +30,7 @@ def http_connection_manager() -> dict[str, Any]:
             "route_config_name": ROUTE_CONFIG_NAME,
             "config_source": {"ads": {}, "resource_api_version": "V3"},
         },
-        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}}],
+        "http_filters": http_filters(ext_authz),
         # The gateway is the edge: the client address is the peer, never a forwarded header.
         "use_remote_address": True,
         # One canonical path before matching, so /a/../admin or //admin cannot dodge a route.
@@ -33,7 +43,7 @@ def http_connection_manager() -> dict[str, Any]:
     }
 
 
-def http_listener(address: str, port: int) -> Listener:
+def http_listener(address: str, port: int, ext_authz: ExtAuthzSettings | None = None) -> Listener:
     data: dict[str, Any] = {
         "name": LISTENER_NAME,
         "address": {"socket_address": {"address": address, "port_value": port}},
@@ -42,7 +52,7 @@ def http_listener(address: str, port: int) -> Listener:
                 "filters": [
                     {
                         "name": "envoy.filters.network.http_connection_manager",
-                        "typed_config": http_connection_manager(),
+                        "typed_config": http_connection_manager(ext_authz),
                     }
                 ]
             }

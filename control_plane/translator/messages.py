@@ -13,11 +13,14 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2  # noqa: F401
+from envoy.extensions.filters.http.header_mutation.v3 import header_mutation_pb2  # noqa: F401
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
 from envoy.extensions.path.match.uri_template.v3 import uri_template_match_pb2  # noqa: F401
 from envoy.extensions.path.rewrite.uri_template.v3 import uri_template_rewrite_pb2  # noqa: F401
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2  # noqa: F401
+from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
 from google.protobuf import json_format
 from google.protobuf.message import Message
 

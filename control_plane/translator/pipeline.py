@@ -17,9 +17,11 @@ from control_plane.cache.types import ResourceType
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
 from control_plane.translator.clusters import cluster
+from control_plane.translator.ext_authz import EXT_AUTHZ_CLUSTER, ExtAuthzSettings, ext_authz_cluster
 from control_plane.translator.coverage import unenforced
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
 from control_plane.translator.listeners import http_listener
+from control_plane.translator.messages import Cluster, parse
 from control_plane.translator import wire
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, ClusterRef
 from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
@@ -31,6 +33,7 @@ log = structlog.get_logger(component="translator")
 class GatewaySettings:
     listener_address: str = "0.0.0.0"
     listener_port: int = 8080
+    ext_authz: ExtAuthzSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,9 +46,10 @@ class _Translated:
     refs: tuple[ClusterRef, ...]
 
 
-def _translate_route(route: Route) -> _Translated:
+def _translate_route(route: Route, ext_authz: bool) -> _Translated:
     encoded = b"".join(
-        wire.as_route_field(entry.SerializeToString(deterministic=True)) for entry in route_entries(route)
+        wire.as_route_field(entry.SerializeToString(deterministic=True))
+        for entry in route_entries(route, ext_authz=ext_authz)
     )
     return _Translated(encoded, specificity_key(route), tuple(cluster_refs(route)))
 
@@ -67,6 +71,7 @@ class RouteTranslator:
         self._entries: dict[Route, _Translated] = {}
         self._clusters: dict[ClusterRef, Resource] = {}
         self._listener = listener_resource(settings)
+        self._service_clusters = service_clusters(settings)
         self.translated_routes = 0
         """How many routes were translated (not served from cache), for tests and metrics."""
         self.quarantined: dict[str, str] = {}
@@ -79,14 +84,14 @@ class RouteTranslator:
             cached = self._entries.get(route)
             if cached is None:
                 try:
-                    cached = _translate_route(route)
+                    cached = _translate_route(route, self._settings.ext_authz is not None)
                 except (ParseError, ValueError) as exc:
                     # A translator gap must cost one route, not the whole config.
                     quarantined[route.id] = f"{route.origin}: {exc}"
                     log.error("route_quarantined", route=route.id, origin=str(route.origin), error=str(exc))
                     continue
                 self.translated_routes += 1
-                for warning in unenforced(route):
+                for warning in unenforced(route, ext_authz=self._settings.ext_authz is not None):
                     log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
             translated[route] = cached
         self._entries = translated
@@ -107,7 +112,7 @@ class RouteTranslator:
                 r.type, r.name, r.body, r.version, provenance=tuple(sorted(users[ref])), references=(r.name,)
             )
             for ref, r in self._clusters.items()
-        )
+        ) + self._service_clusters
         body = route_configuration(ordered, {route: translated[route].encoded for route in ordered})
         route_resource = Resource.from_bytes(
             ResourceType.ROUTE,
@@ -130,9 +135,17 @@ def listener_resource(settings: GatewaySettings) -> Resource:
     return Resource.from_message(
         ResourceType.LISTENER,
         LISTENER_NAME,
-        http_listener(settings.listener_address, settings.listener_port),
+        http_listener(settings.listener_address, settings.listener_port, settings.ext_authz),
         references=(ROUTE_CONFIG_NAME,),
     )
+
+
+def service_clusters(settings: GatewaySettings) -> tuple[Resource, ...]:
+    """Clusters for Gatehouse's own services (static addresses, no EDS)."""
+    if settings.ext_authz is None:
+        return ()
+    cluster_message = parse(Cluster, ext_authz_cluster(settings.ext_authz))
+    return (Resource.from_message(ResourceType.CLUSTER, EXT_AUTHZ_CLUSTER, cluster_message),)
 
 
 class EndpointTranslator:

@@ -19,6 +19,7 @@ from control_plane.model.paths import PathKind, PathPattern, parse_path
 from control_plane.model.route import Route
 from control_plane.model.schema import IDEMPOTENT_METHODS, HeaderMatch, Retries
 from control_plane.translator import wire
+from control_plane.translator.ext_authz import EXT_AUTHZ_FILTER, per_route
 from control_plane.translator.messages import RouteConfiguration, RouteEntry, parse
 from control_plane.translator.names import METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ClusterRef
 
@@ -203,7 +204,9 @@ def _action(route: Route, rewrite: dict[str, Any]) -> dict[str, Any]:
     return {"route": action}
 
 
-def _entry(route: Route, variant: _PathVariant, methods: list[str] | None, retries: bool) -> dict[str, Any]:
+def _entry(
+    route: Route, variant: _PathVariant, methods: list[str] | None, retries: bool, ext_authz: bool
+) -> dict[str, Any]:
     spec = route.spec
     match = dict(variant.match)
     headers = [_method_matcher(methods)] if methods else []
@@ -216,6 +219,8 @@ def _entry(route: Route, variant: _PathVariant, methods: list[str] | None, retri
         "metadata": {"filter_metadata": {METADATA_NAMESPACE: {"route": route.id, "origin": str(route.origin)}}},
     }
     entry.update(_action(route, variant.rewrite))
+    if ext_authz:
+        entry["typed_per_filter_config"] = {EXT_AUTHZ_FILTER: per_route(route)}
     if "route" in entry and (retries or spec.timeouts.per_try is not None):
         entry["route"]["retry_policy"] = _retry_policy(spec.retries if retries else None, spec.timeouts.per_try)
     rules = spec.headers
@@ -246,10 +251,10 @@ def _method_groups(route: Route) -> list[tuple[list[str] | None, bool]]:
     return groups
 
 
-def route_entries(route: Route) -> list[RouteEntry]:
+def route_entries(route: Route, *, ext_authz: bool = False) -> list[RouteEntry]:
     """The Envoy route entries for one route, in match order."""
     return [
-        parse(RouteEntry, _entry(route, variant, methods, retries))
+        parse(RouteEntry, _entry(route, variant, methods, retries, ext_authz))
         for variant in _path_variants(route)
         for methods, retries in _method_groups(route)
     ]

@@ -40,6 +40,15 @@ class Gateway(Model):
     listener_port: Port = 8080
 
 
+class ExtAuthz(Model):
+    """Where Envoy finds the Authorization service (usually a sidecar on localhost)."""
+
+    address: HostPort
+    timeout: Duration = 250
+    fail_open: bool = False
+    """If the service cannot answer: false denies with 503 (default), true lets requests through."""
+
+
 class Debounce(Model):
     quiet: Duration = 20
     max_delay: Duration = 250
@@ -102,6 +111,7 @@ class ControlPlaneConfig(Model):
     xds: Listen = Listen(address="127.0.0.1:18000")
     admin: Listen = Listen(address="127.0.0.1:19000")
     gateway: Gateway = Gateway()
+    ext_authz: ExtAuthz | None = None
     node_groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")], Gateway] = {}
     """Envoys whose node.cluster names a group here listen where the group says; the rest
     use `gateway`. Routes, clusters and endpoints are the same for every group."""

@@ -26,7 +26,7 @@ import structlog
 from control_plane import heap, metrics
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.snapshot_cache import DEFAULT_GROUP, SnapshotCache
-from control_plane.config import ControlPlaneConfig
+from control_plane.config import ControlPlaneConfig, Gateway
 from control_plane.debounce import Debouncer
 from control_plane.heap import collector_paused
 from control_plane.model.conflicts import Conflict, resolve_conflicts
@@ -39,6 +39,7 @@ from control_plane.sources.kubernetes.endpoints import LayeredEndpoints
 from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
+from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.pipeline import GatewaySettings, RouteTranslator, Translation, listener_resource
 from control_plane.admin_api import admin_routes
 from gatehouse.admin_http import AdminServer
@@ -51,18 +52,23 @@ class _NoEndpoints:
         return ()
 
 
+def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySettings:
+    ext_authz = None
+    if config.ext_authz is not None:
+        host, _, port = config.ext_authz.address.rpartition(":")
+        ext_authz = ExtAuthzSettings(host, int(port), config.ext_authz.timeout, config.ext_authz.fail_open)
+    return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz)
+
+
 class ControlPlane:
     def __init__(self, config: ControlPlaneConfig) -> None:
         self.config = config
         self.cache = SnapshotCache()
         self.status = ProxyStatus()
-        self._routes = RouteTranslator(
-            GatewaySettings(config.gateway.listener_address, config.gateway.listener_port)
-        )
+        self._routes = RouteTranslator(gateway_settings(config, config.gateway))
         self._endpoints = EndpointTranslator()
         self._group_listeners = {
-            group: listener_resource(GatewaySettings(settings.listener_address, settings.listener_port))
-            for group, settings in config.node_groups.items()
+            group: listener_resource(gateway_settings(config, settings)) for group, settings in config.node_groups.items()
         }
         self._route_sets: dict[str, RouteSet] = {}
         self._static_table: EndpointTable = _NoEndpoints()

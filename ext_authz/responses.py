@@ -1,0 +1,54 @@
+"""CheckResponses Envoy understands: OK with identity headers, or a JSON denial.
+
+Denials follow RFC 6750: 401 with ``WWW-Authenticate: Bearer error="invalid_token"``, 403
+with ``error="insufficient_scope"``. The body names an error code, a message and the
+request id; it never echoes the token or the claims.
+"""
+
+from __future__ import annotations
+
+import json
+
+from envoy.config.core.v3 import base_pb2
+from envoy.service.auth.v3 import external_auth_pb2
+from envoy.type.v3 import http_status_pb2
+from google.rpc import code_pb2, status_pb2
+
+from ext_authz.errors import AuthzError
+
+_OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+_GRPC_CODE = {401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED, 503: code_pb2.UNAVAILABLE}
+
+
+def _header(key: str, value: str) -> base_pb2.HeaderValueOption:
+    return base_pb2.HeaderValueOption(
+        header=base_pb2.HeaderValue(key=key, value=value), append_action=_OVERWRITE, keep_empty_value=True
+    )
+
+
+def allowed(headers: dict[str, str]) -> external_auth_pb2.CheckResponse:
+    return external_auth_pb2.CheckResponse(
+        status=status_pb2.Status(code=code_pb2.OK),
+        ok_response=external_auth_pb2.OkHttpResponse(headers=[_header(k, v) for k, v in headers.items()]),
+    )
+
+
+def denied(error: AuthzError, request_id: str) -> external_auth_pb2.CheckResponse:
+    body = json.dumps(
+        {"error": {"code": error.error, "reason": error.reason, "message": error.message, "request_id": request_id}},
+        separators=(",", ":"),
+    )
+    headers = [_header("content-type", "application/json"), _header("cache-control", "no-store")]
+    if error.status in (401, 403):
+        description = error.message.replace("\\", "").replace('"', "'")
+        headers.append(
+            _header("www-authenticate", f'Bearer realm="gatehouse", error="{error.error}", error_description="{description}"')
+        )
+    if error.status == 503:
+        headers.append(_header("retry-after", "1"))
+    return external_auth_pb2.CheckResponse(
+        status=status_pb2.Status(code=_GRPC_CODE.get(error.status, code_pb2.PERMISSION_DENIED)),
+        denied_response=external_auth_pb2.DeniedHttpResponse(
+            status=http_status_pb2.HttpStatus(code=error.status), headers=headers, body=body
+        ),
+    )

@@ -1,0 +1,592 @@
+"""Revoked tokens and blocked subjects: a local mirror of Redis, checked with no round trip.
+
+Every ext_authz instance keeps both sets in memory (``RevocationSet``), fed by the
+pub/sub channel (a write reaches every instance within milliseconds) and repaired by a
+full SCAN every ``resyncInterval`` plus after every (re)subscription. The Redis layout
+is documented in ``revocation_store.py``.
+
+Freshness. The mirror is *in sync* while its subscription is confirmed alive (a PING on
+the subscription connection answered at least every ``heartbeat``) and its last resync
+succeeded. ``synced_at`` is the last moment it was known to be in sync. Any failure (a
+dropped connection, a missed pong, a failed scan, a timeout) makes it *degraded*; it
+then reconnects with exponential back-off (with jitter, up to ``max_backoff``),
+resubscribes, resyncs, and is in sync again: no restart needed.
+
+``check(jti, subject, now)`` answers from memory:
+
+- in sync (and ``synced_at`` no older than ``stale_after``): ``REVOKED`` if the jti is
+  revoked, else ``BLOCKED`` if the subject is blocked, else ``OK``;
+- otherwise the policy ``revocation.onUnavailable`` decides:
+    - ``closed`` (default): every check is ``UNAVAILABLE`` (the caller answers 503);
+    - ``open``: the mirror's answer, so what it already knows is still denied and
+      everything else is allowed;
+    - ``lastKnown``: the mirror's answer while ``now - synced_at <= last_known_for``,
+      ``UNAVAILABLE`` after that (and before the first sync).
+
+Before the first full sync (``ready`` is False), ``closed`` and ``lastKnown`` answer
+``UNAVAILABLE`` and ``open`` answers ``OK``.
+
+A revoked jti counts until ``exp + grace`` (``grace`` must cover the largest issuer
+leeway, since a token is accepted until ``exp + leeway``); the Redis key expires then
+too. A block counts until ``until`` or forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import heapq
+import math
+import random
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import structlog
+
+from ext_authz import metrics
+from ext_authz.config import Revocation
+from ext_authz.errors import ForbiddenError, RevokedError, UnavailableError
+from ext_authz.revocation_store import (
+    PONG,
+    Change,
+    Entry,
+    Kind,
+    RedisRevocationStore,
+    RevocationStore,
+    StoreUnavailable,
+    Subscription,
+)
+
+__all__ = [
+    "Entry",
+    "InvalidEntry",
+    "MirrorState",
+    "MirrorStats",
+    "Policy",
+    "RevocationMirror",
+    "RevocationSet",
+    "StoreUnavailable",
+    "Verdict",
+    "validate_expiry",
+    "validate_identifier",
+]
+
+log = structlog.get_logger(component="revocation")
+
+Policy = Literal["closed", "open", "lastKnown"]
+State = Literal["syncing", "in_sync", "degraded"]
+
+MAX_IDENTIFIER_CHARS = 256
+MAX_AHEAD_SECONDS = 365 * 86_400
+"""Revocations and blocks with an expiry end at most a year ahead."""
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+class Verdict(enum.Enum):
+    OK = "ok"
+    REVOKED = "revoked"
+    BLOCKED = "blocked"
+    UNAVAILABLE = "unavailable"
+
+
+class InvalidEntry(ValueError):
+    """A jti, subject or expiry the admin side refuses; ``str()`` names the field, never the value."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def validate_identifier(field: str, value: str) -> str:
+    """A jti or subject: non-empty, at most 256 characters, no control characters."""
+    if not value:
+        raise InvalidEntry(field, "must not be empty")
+    if len(value) > MAX_IDENTIFIER_CHARS:
+        raise InvalidEntry(field, f"longer than {MAX_IDENTIFIER_CHARS} characters")
+    if any(unicodedata.category(c) in _FORBIDDEN_CATEGORIES for c in value):
+        raise InvalidEntry(field, "contains control characters")
+    return value
+
+
+def validate_expiry(field: str, at: float, now: float) -> float:
+    """An expiry (Unix seconds): in the future and at most a year ahead."""
+    if not math.isfinite(at) or at <= now:
+        raise InvalidEntry(field, "must be in the future")
+    if at > now + MAX_AHEAD_SECONDS:
+        raise InvalidEntry(field, "must be at most one year ahead")
+    return at
+
+
+class RevocationSet:
+    """Revoked jtis and blocked subjects with their expiries; pure, no I/O, no clock.
+
+    Entries are dropped by ``purge(now)`` once lapsed; ``lookup`` ignores lapsed ones, so
+    correctness never depends on how often ``purge`` runs.
+    """
+
+    def __init__(self, *, grace: float) -> None:
+        self.grace = grace
+        self.revoked: dict[str, float] = {}
+        """jti → token exp; counts until exp + grace."""
+        self.blocked: dict[str, float] = {}
+        """subject → until; math.inf for a permanent block."""
+        self._heap: list[tuple[float, Kind, str]] = []
+
+    def lookup(self, jti: str | None, subject: str, now: float) -> Verdict:
+        if jti is not None:
+            exp = self.revoked.get(jti)
+            if exp is not None and now < exp + self.grace:
+                return Verdict.REVOKED
+        until = self.blocked.get(subject)
+        if until is not None and now < until:
+            return Verdict.BLOCKED
+        return Verdict.OK
+
+    def apply(self, change: Change) -> None:
+        entry = change.entry
+        if change.op == "unblock":
+            self.blocked.pop(entry.value, None)
+        elif change.op == "revoke":
+            assert entry.expires_at is not None
+            self.revoked[entry.value] = entry.expires_at
+            heapq.heappush(self._heap, (entry.expires_at + self.grace, "jti", entry.value))
+        else:
+            until = math.inf if entry.expires_at is None else entry.expires_at
+            self.blocked[entry.value] = until
+            if until != math.inf:
+                heapq.heappush(self._heap, (until, "sub", entry.value))
+
+    def add(self, entries: Iterable[Entry], now: float) -> None:
+        """Add stored entries (a scan's result), skipping those already lapsed."""
+        for entry in entries:
+            if entry.kind == "jti":
+                assert entry.expires_at is not None
+                if now < entry.expires_at + self.grace:
+                    self.apply(Change("revoke", entry))
+            elif entry.expires_at is None or now < entry.expires_at:
+                self.apply(Change("block", entry))
+
+    def purge(self, now: float) -> int:
+        """Drop lapsed entries; returns how many."""
+        dropped = 0
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            drop_at, kind, value = heapq.heappop(heap)
+            if kind == "jti":
+                exp = self.revoked.get(value)
+                if exp is not None and exp + self.grace <= now:
+                    del self.revoked[value]
+                    dropped += 1
+            else:
+                until = self.blocked.get(value)
+                if until is not None and until <= now:
+                    del self.blocked[value]
+                    dropped += 1
+        return dropped
+
+    def differences(self, other: RevocationSet) -> int:
+        """How many entries differ between two sets (0 when equal)."""
+        if self.revoked == other.revoked and self.blocked == other.blocked:
+            return 0
+        count = 0
+        for mine, theirs in ((self.revoked, other.revoked), (self.blocked, other.blocked)):
+            count += sum(1 for k, v in mine.items() if theirs.get(k) != v)
+            count += sum(1 for k in theirs if k not in mine)
+        return count
+
+    def entries(self) -> list[Entry]:
+        out = [Entry("jti", jti, exp) for jti, exp in self.revoked.items()]
+        out += [Entry("sub", sub, None if until == math.inf else until) for sub, until in self.blocked.items()]
+        return out
+
+
+class MirrorState:
+    """The mirror's contents plus its sync status, and the policy that turns both into a
+    verdict. Pure: every method takes ``now`` (Unix seconds), so tests drive the clock.
+    """
+
+    def __init__(
+        self, *, policy: Policy, last_known_for: float, stale_after: float, grace: float
+    ) -> None:
+        self.policy: Policy = policy
+        self.last_known_for = last_known_for
+        self.stale_after = stale_after
+        self.entries = RevocationSet(grace=grace)
+        self.state: State = "syncing"
+        self.synced_at: float | None = None
+        self.reason = "not synced yet"
+
+    @property
+    def ready(self) -> bool:
+        """A first full sync has completed (ever)."""
+        return self.synced_at is not None
+
+    def check(self, jti: str | None, subject: str, now: float) -> Verdict:
+        known = self.entries.lookup(jti, subject, now)
+        synced_at = self.synced_at
+        if synced_at is None:
+            return known if self.policy == "open" else Verdict.UNAVAILABLE
+        if self.state == "in_sync" and now - synced_at <= self.stale_after:
+            return known
+        if self.policy == "open":
+            return known
+        if self.policy == "lastKnown" and now - synced_at <= self.last_known_for:
+            return known
+        return Verdict.UNAVAILABLE
+
+    def fresh(self, now: float) -> bool:
+        return self.state == "in_sync" and self.synced_at is not None and now - self.synced_at <= self.stale_after
+
+    def lag(self, now: float) -> float | None:
+        """Seconds since last known in sync; None before the first sync."""
+        return None if self.synced_at is None else max(0.0, now - self.synced_at)
+
+    def mark_synced(self, at: float) -> bool:
+        """In sync as of ``at``; True if that is a change of state."""
+        changed = self.state != "in_sync"
+        self.state = "in_sync"
+        self.reason = "subscribed and resynced"
+        if self.synced_at is None or at > self.synced_at:
+            self.synced_at = at
+        return changed
+
+    def mark_lost(self, reason: str) -> bool:
+        """Cannot be refreshed any more; True if that is a change of state."""
+        changed = self.state == "in_sync"
+        if self.state == "in_sync":
+            self.state = "degraded"
+        self.reason = reason
+        return changed
+
+    def replace(self, fresh: RevocationSet, now: float) -> int:
+        """Swap in a resync's result; returns how many entries it corrected."""
+        self.entries.purge(now)
+        fresh.purge(now)
+        repaired = self.entries.differences(fresh)
+        self.entries = fresh
+        return repaired
+
+
+@dataclass(frozen=True, slots=True)
+class MirrorStats:
+    state: State
+    reason: str
+    synced_at: float | None
+    lag_seconds: float | None
+    revoked: int
+    blocked: int
+    messages: int
+    resyncs: int
+    resync_failures: int
+    repairs: int
+    reconnects: int
+
+
+class RevocationMirror:
+    """One instance's mirror: ``start()`` it, ``check()`` per request, ``stop()`` at exit.
+
+    The admin side writes through it (``revoke``/``block``/``unblock``): Redis first (a
+    failure raises ``StoreUnavailable``), then the local mirror at once; the other
+    instances learn of it over pub/sub.
+    """
+
+    def __init__(
+        self,
+        store: RevocationStore,
+        *,
+        policy: Policy = "closed",
+        last_known_for: float = 60.0,
+        resync_interval: float = 10.0,
+        heartbeat: float = 1.0,
+        stale_after: float | None = None,
+        grace: float = 300.0,
+        min_backoff: float = 0.1,
+        max_backoff: float = 2.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._clock = clock
+        self._resync_interval = resync_interval
+        self._heartbeat = heartbeat
+        self._min_backoff = min_backoff
+        self._max_backoff = max_backoff
+        self._state = MirrorState(
+            policy=policy,
+            last_known_for=last_known_for,
+            stale_after=stale_after if stale_after is not None else 3 * heartbeat + 1.0,
+            grace=grace,
+        )
+        self._journal: list[Change] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ready = asyncio.Event()
+        self._failing = False
+        self._stopping = False
+        self._messages = 0
+        self._resyncs = 0
+        self._resync_failures = 0
+        self._repairs = 0
+        self._reconnects = 0
+        self._publish_state()
+
+    @classmethod
+    def from_config(
+        cls,
+        config: Revocation,
+        *,
+        grace: float = 300.0,
+        heartbeat: float = 1.0,
+        min_backoff: float = 0.1,
+        max_backoff: float = 2.0,
+    ) -> RevocationMirror:
+        """A mirror on Redis as ``revocation:`` configures it (durations are ms there).
+
+        ``grace`` must be at least the largest issuer leeway (seconds).
+        """
+        store = RedisRevocationStore(url=config.redis_url, key_prefix=config.key_prefix, timeout=config.timeout / 1000)
+        return cls(
+            store,
+            policy=config.on_unavailable,
+            last_known_for=config.last_known_for / 1000,
+            resync_interval=config.resync_interval / 1000,
+            grace=grace,
+            heartbeat=heartbeat,
+            min_backoff=min_backoff,
+            max_backoff=max_backoff,
+        )
+
+    # ---- the hot path --------------------------------------------------------------
+
+    def check(self, jti: str | None, subject: str, now: float) -> Verdict:
+        """Synchronous, no I/O: see the module docstring for the exact semantics."""
+        return self._state.check(jti, subject, now)
+
+    def enforce(self, jti: str | None, subject: str, now: float) -> None:
+        """``check`` as exceptions: RevokedError (401), ForbiddenError (403), UnavailableError (503)."""
+        verdict = self._state.check(jti, subject, now)
+        if verdict is Verdict.OK:
+            return
+        if verdict is Verdict.REVOKED:
+            raise RevokedError("revoked", "the token has been revoked")
+        if verdict is Verdict.BLOCKED:
+            raise ForbiddenError("blocked", "the account is blocked")
+        raise UnavailableError("revocation_unavailable", "revocation data is temporarily unavailable")
+
+    # ---- status --------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """The first full sync is done."""
+        return self._state.ready
+
+    @property
+    def state(self) -> State:
+        return self._state.state
+
+    @property
+    def policy(self) -> Policy:
+        return self._state.policy
+
+    @property
+    def synced_at(self) -> float | None:
+        return self._state.synced_at
+
+    def stats(self) -> MirrorStats:
+        now = self._clock()
+        return MirrorStats(
+            state=self._state.state,
+            reason=self._state.reason,
+            synced_at=self._state.synced_at,
+            lag_seconds=self._state.lag(now),
+            revoked=len(self._state.entries.revoked),
+            blocked=len(self._state.entries.blocked),
+            messages=self._messages,
+            resyncs=self._resyncs,
+            resync_failures=self._resync_failures,
+            repairs=self._repairs,
+            reconnects=self._reconnects,
+        )
+
+    async def wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the first full sync."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    # ---- lifecycle -----------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._tasks:
+            return
+        self._stopping = False
+        self._tasks = [
+            asyncio.create_task(self._run(), name="revocation-mirror"),
+            asyncio.create_task(self._housekeeping(), name="revocation-housekeeping"),
+        ]
+
+    async def stop(self) -> None:
+        self._stopping = True
+        tasks, self._tasks = self._tasks, []
+        while tasks:  # cancel again if a cancellation got lost in a race with an error
+            for task in tasks:
+                task.cancel()
+            _, pending = await asyncio.wait(tasks, timeout=1.0)
+            tasks = list(pending)
+        await self._store.close()
+
+    # ---- the admin side ------------------------------------------------------------
+
+    async def revoke(self, jti: str, expires_at: float) -> Entry:
+        """Revoke ``jti`` until the token's ``exp`` (``expires_at``, Unix seconds)."""
+        validate_identifier("jti", jti)
+        validate_expiry("expires_at", expires_at, self._clock())
+        await self._store.revoke(jti, expires_at, expires_at + self._state.entries.grace)
+        entry = Entry("jti", jti, expires_at)
+        self._apply(Change("revoke", entry))
+        return entry
+
+    async def block(self, subject: str, until: float | None) -> Entry:
+        """Block ``subject`` until ``until`` (Unix seconds), or for good with None."""
+        validate_identifier("subject", subject)
+        if until is not None:
+            validate_expiry("until", until, self._clock())
+        await self._store.block(subject, until)
+        entry = Entry("sub", subject, until)
+        self._apply(Change("block", entry))
+        return entry
+
+    async def unblock(self, subject: str) -> bool:
+        """Lift a block; True if there was one in Redis."""
+        validate_identifier("subject", subject)
+        existed = await self._store.unblock(subject)
+        self._apply(Change("unblock", Entry("sub", subject, None)))
+        return existed
+
+    async def list(self, kind: Kind | None = None, limit: int | None = None) -> Sequence[Entry]:
+        """What Redis holds now (authoritative, not this mirror); raises StoreUnavailable."""
+        return await self._store.scan(kind, limit)
+
+    # ---- the sync machinery --------------------------------------------------------
+
+    def _apply(self, change: Change) -> None:
+        self._state.entries.apply(change)
+        if self._journal is not None:
+            self._journal.append(change)
+
+    async def _run(self) -> None:
+        delay = self._min_backoff
+        while not self._stopping:
+            try:
+                async with self._store.subscription() as subscription:
+                    await self._resync()
+                    delay = self._min_backoff
+                    async with asyncio.TaskGroup() as group:
+                        group.create_task(self._listen(subscription))
+                        group.create_task(self._resync_periodically())
+            except Exception as exc:  # noqa: BLE001 - any failure: degrade, back off, reconnect
+                self._lost(exc)
+            self._reconnects += 1
+            metrics.REVOCATION_RECONNECTS.inc()
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, self._max_backoff)
+
+    def _lost(self, exc: BaseException) -> None:
+        cause = _first_cause(exc)
+        reason = str(cause) if isinstance(cause, StoreUnavailable) else f"{type(cause).__name__}: {cause}"
+        degraded = self._state.mark_lost(reason)
+        if degraded or not self._failing:
+            log.warning("revocation.unavailable", state=self._state.state, reason=reason, policy=self._state.policy)
+        self._failing = True
+        if not isinstance(cause, StoreUnavailable):
+            log.error("revocation.unexpected_error", error=reason, exc_info=cause)
+        self._publish_state()
+
+    async def _resync(self) -> None:
+        started = self._clock()
+        self._journal = []
+        try:
+            entries = await self._store.scan()
+        except Exception:
+            self._resync_failures += 1
+            metrics.REVOCATION_RESYNCS.labels("failure").inc()
+            raise
+        finally:
+            journal, self._journal = self._journal, None
+        fresh = RevocationSet(grace=self._state.entries.grace)
+        fresh.add(entries, self._clock())
+        for change in journal:
+            fresh.apply(change)
+        repaired = self._state.replace(fresh, self._clock())
+        self._resyncs += 1
+        metrics.REVOCATION_RESYNCS.labels("success").inc()
+        if repaired and self._state.ready:  # the first load repairs nothing
+            self._repairs += repaired
+            metrics.REVOCATION_REPAIRS.inc(repaired)
+            log.info("revocation.resync_repaired", entries=repaired)
+        if self._state.mark_synced(started):
+            log.info("revocation.in_sync", revoked=len(fresh.revoked), blocked=len(fresh.blocked))
+        self._failing = False
+        self._ready.set()
+        self._publish_state()
+
+    async def _resync_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._resync_interval)
+            await self._resync()
+
+    async def _listen(self, subscription: Subscription) -> None:
+        """Apply changes as they come; PING every ``heartbeat``, and a pong must come
+        back within another ``heartbeat``, else the subscription is taken for dead.
+        """
+        loop = asyncio.get_running_loop()
+        next_ping = loop.time() + self._heartbeat
+        ping_sent: float | None = None
+        ping_wall = 0.0
+        while True:
+            if ping_sent is None and loop.time() >= next_ping:
+                ping_wall = self._clock()
+                await subscription.ping()
+                ping_sent = loop.time()
+            deadline = ping_sent + self._heartbeat if ping_sent is not None else next_ping
+            item = await subscription.receive(max(0.0, deadline - loop.time()))
+            if item == PONG:
+                if ping_sent is not None:
+                    # Everything published before the PING has arrived before its pong.
+                    self._state.mark_synced(ping_wall)
+                    ping_sent = None
+                    next_ping = loop.time() + self._heartbeat
+            elif isinstance(item, Change):
+                self._apply(item)
+                self._messages += 1
+                metrics.REVOCATION_MESSAGES.labels(item.op).inc()
+            if ping_sent is not None and loop.time() - ping_sent > self._heartbeat:
+                raise StoreUnavailable(f"no pong within {self._heartbeat:g}s")
+
+    async def _housekeeping(self) -> None:
+        """Drop lapsed entries and refresh the gauges, once a second."""
+        while True:
+            await asyncio.sleep(min(1.0, self._heartbeat))
+            self._state.entries.purge(self._clock())
+            self._publish_state()
+
+    def _publish_state(self) -> None:
+        state = self._state
+        for name in ("syncing", "in_sync", "degraded"):
+            metrics.REVOCATION_STATE.labels(name).set(1 if state.state == name else 0)
+        metrics.REVOCATION_ENTRIES.labels("jti").set(len(state.entries.revoked))
+        metrics.REVOCATION_ENTRIES.labels("sub").set(len(state.entries.blocked))
+        lag = state.lag(self._clock())
+        metrics.REVOCATION_LAG.set(lag if lag is not None else math.nan)
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """The first leaf of a (nested) exception group; ``exc`` itself otherwise."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

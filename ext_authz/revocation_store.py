@@ -1,0 +1,312 @@
+"""Where revocations live: the Redis layout, the pub/sub wire format, and the Redis I/O.
+
+Layout (``prefix`` is ``revocation.keyPrefix``, default ``gatehouse:``)::
+
+    {prefix}revoked:jti:<jti>     value {"exp": <token exp>}       expires at exp + grace (PXAT)
+    {prefix}blocked:sub:<sub>     value {"until": <unix s>|null}   expires at until; null: no TTL
+    {prefix}revocations           pub/sub channel, one small JSON message per write:
+        {"op": "revoke", "jti": "...", "exp": 1700000000}
+        {"op": "block", "sub": "...", "until": 1700000000}     (until null: permanent)
+        {"op": "unblock", "sub": "..."}
+
+Every write is one MULTI/EXEC transaction: the SET (or DEL) and its PUBLISH. Every Redis
+call is bounded by ``timeout``; failures of any kind surface as ``StoreUnavailable``.
+
+The mirror (``revocation.py``) depends only on the ``RevocationStore`` and
+``Subscription`` protocols; ``RedisRevocationStore`` is the one real implementation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol
+
+import structlog
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
+
+log = structlog.get_logger(component="revocation")
+
+Kind = Literal["jti", "sub"]
+"""``jti``: a revoked token id; ``sub``: a blocked subject."""
+
+_SCAN_BATCH = 500
+
+
+class StoreUnavailable(Exception):
+    """Redis could not be reached or did not answer in time (always transient)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One revocation or block. ``expires_at`` is Unix seconds; None: a permanent block.
+
+    For a revoked jti, ``expires_at`` is the token's ``exp``.
+    """
+
+    kind: Kind
+    value: str
+    expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One pub/sub message: ``revoke`` and ``block`` add ``entry``, ``unblock`` removes it."""
+
+    op: Literal["revoke", "block", "unblock"]
+    entry: Entry
+
+
+PONG: Final = "pong"
+"""What ``Subscription.receive`` returns for the answer to ``Subscription.ping``."""
+
+
+class Subscription(Protocol):
+    async def receive(self, timeout: float) -> Change | Literal["pong"] | None:
+        """The next change or pong, or None after ``timeout`` seconds of silence."""
+
+    async def ping(self) -> None:
+        """Ask for a pong on the subscription's own connection (proves it is alive)."""
+
+
+class RevocationStore(Protocol):
+    def subscription(self) -> AbstractAsyncContextManager[Subscription]:
+        """``async with store.subscription() as sub``: subscribed (confirmed) on entry."""
+
+    async def scan(self, kind: Kind | None = None, limit: int | None = None) -> list[Entry]:
+        """Every entry (of ``kind``), at most ``limit``; raises StoreUnavailable."""
+
+    async def revoke(self, jti: str, exp: float, keep_until: float) -> None: ...
+
+    async def block(self, subject: str, until: float | None) -> None: ...
+
+    async def unblock(self, subject: str) -> bool:
+        """True if a block existed."""
+
+    async def close(self) -> None: ...
+
+
+class Keys:
+    """Key and channel names under one prefix."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.revoked = f"{prefix}revoked:jti:"
+        self.blocked = f"{prefix}blocked:sub:"
+        self.channel = f"{prefix}revocations"
+
+    def key(self, kind: Kind, value: str) -> str:
+        return (self.revoked if kind == "jti" else self.blocked) + value
+
+    def pattern(self, kind: Kind) -> str:
+        """A SCAN MATCH pattern; glob characters in the prefix are escaped."""
+        base = self.revoked if kind == "jti" else self.blocked
+        return "".join("\\" + c if c in "*?[]\\" else c for c in base) + "*"
+
+
+def encode_change(change: Change) -> str:
+    entry = change.entry
+    if change.op == "revoke":
+        return json.dumps({"op": "revoke", "jti": entry.value, "exp": entry.expires_at})
+    if change.op == "block":
+        return json.dumps({"op": "block", "sub": entry.value, "until": entry.expires_at})
+    return json.dumps({"op": "unblock", "sub": entry.value})
+
+
+def decode_change(data: bytes | str) -> Change:
+    """Parse one pub/sub message; raises ValueError for anything malformed."""
+    message = json.loads(data)
+    if not isinstance(message, dict):
+        raise ValueError("not an object")
+    op = message.get("op")
+    if op == "revoke":
+        return Change("revoke", Entry("jti", _text(message, "jti"), _time(message, "exp")))
+    if op == "block":
+        until = message.get("until")
+        return Change("block", Entry("sub", _text(message, "sub"), None if until is None else _time(message, "until")))
+    if op == "unblock":
+        return Change("unblock", Entry("sub", _text(message, "sub"), None))
+    raise ValueError(f"unknown op {op!r}")
+
+
+def _text(message: dict[str, Any], field: str) -> str:
+    value = message.get(field)
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{field} must be a non-empty string")
+    return value
+
+
+def _time(message: dict[str, Any], field: str) -> float:
+    value = message.get(field)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{field} must be a number")
+    return float(value)
+
+
+def _stored_time(kind: Kind, raw: bytes) -> float | None:
+    """The expiry kept in a key's value; raises ValueError if malformed."""
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("not an object")
+    if kind == "jti":
+        return _time(data, "exp")
+    return None if data.get("until") is None else _time(data, "until")
+
+
+class _RedisSubscription:
+    def __init__(self, pubsub: PubSub, timeout: float) -> None:
+        self._pubsub = pubsub
+        self._timeout = timeout
+
+    async def receive(self, timeout: float) -> Change | Literal["pong"] | None:
+        try:
+            async with asyncio.timeout(timeout + self._timeout):
+                message = await self._pubsub.get_message(timeout=timeout)
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"subscription lost: {_describe(exc)}") from exc
+        if message is None:
+            return None
+        kind = message.get("type")
+        if kind == "pong":
+            return PONG
+        if kind != "message":
+            return None
+        try:
+            return decode_change(message["data"])
+        except (ValueError, UnicodeDecodeError) as exc:
+            log.warning("revocation.bad_message", error=str(exc))
+            return None
+
+    async def ping(self) -> None:
+        try:
+            async with asyncio.timeout(self._timeout):
+                await self._pubsub.ping()
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"subscription ping failed: {_describe(exc)}") from exc
+
+
+class RedisRevocationStore:
+    """The Redis implementation. Two clients: commands (one retry on a dropped connection)
+    and pub/sub (no retry: a dropped subscription must be seen, so that a resync follows).
+    """
+
+    def __init__(self, *, url: str, key_prefix: str = "gatehouse:", timeout: float = 0.25) -> None:
+        self.keys = Keys(key_prefix)
+        self.timeout = timeout
+        options: dict[str, Any] = {
+            "socket_timeout": timeout,
+            "socket_connect_timeout": timeout,
+            "decode_responses": False,
+        }
+        self._redis = Redis.from_url(url, retry=Retry(NoBackoff(), 1), **options)
+        self._pubsub_redis = Redis.from_url(url, retry=Retry(NoBackoff(), 0), **options)
+
+    @asynccontextmanager
+    async def subscription(self) -> AsyncIterator[Subscription]:
+        pubsub = self._pubsub_redis.pubsub()
+        try:
+            try:
+                async with asyncio.timeout(self.timeout * 4):
+                    await pubsub.subscribe(self.keys.channel)
+                    while True:  # wait for the confirmation: from here on nothing is missed
+                        message = await pubsub.get_message(timeout=self.timeout)
+                        if message is not None and message.get("type") == "subscribe":
+                            break
+            except (RedisError, OSError, TimeoutError) as exc:
+                raise StoreUnavailable(f"cannot subscribe: {_describe(exc)}") from exc
+            yield _RedisSubscription(pubsub, self.timeout)
+        finally:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+            except (RedisError, OSError, TimeoutError):
+                pass
+
+    async def scan(self, kind: Kind | None = None, limit: int | None = None) -> list[Entry]:
+        kinds: Sequence[Kind] = ("jti", "sub") if kind is None else (kind,)
+        entries: list[Entry] = []
+        try:
+            for each in kinds:
+                if await self._scan_kind(each, entries, limit):
+                    break
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"scan failed: {_describe(exc)}") from exc
+        return entries
+
+    async def _scan_kind(self, kind: Kind, into: list[Entry], limit: int | None) -> bool:
+        """Append ``kind``'s entries to ``into``; True once ``limit`` is reached."""
+        base = self.keys.key(kind, "").encode()
+        cursor = 0
+        while True:
+            async with asyncio.timeout(self.timeout):
+                cursor, keys = await self._redis.scan(cursor, match=self.keys.pattern(kind), count=_SCAN_BATCH)
+                values = await self._redis.mget(keys) if keys else []
+            for key, raw in zip(keys, values, strict=True):
+                if not isinstance(raw, bytes) or not isinstance(key, bytes):
+                    continue  # expired or deleted between SCAN and MGET
+                try:
+                    expires_at = _stored_time(kind, raw)
+                except (ValueError, UnicodeDecodeError):
+                    log.warning("revocation.bad_entry", key=key[:300].decode(errors="replace"))
+                    continue
+                into.append(Entry(kind, key[len(base) :].decode(errors="replace"), expires_at))
+                if limit is not None and len(into) >= limit:
+                    return True
+            if cursor == 0:
+                return False
+
+    async def revoke(self, jti: str, exp: float, keep_until: float) -> None:
+        change = Change("revoke", Entry("jti", jti, exp))
+        await self._write(change, json.dumps({"exp": exp}), keep_until)
+
+    async def block(self, subject: str, until: float | None) -> None:
+        change = Change("block", Entry("sub", subject, until))
+        await self._write(change, json.dumps({"until": until}), until)
+
+    async def _write(self, change: Change, value: str, expires_at: float | None) -> None:
+        key = self.keys.key(change.entry.kind, change.entry.value)
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    if expires_at is None:
+                        pipe.set(key, value)
+                    else:
+                        pipe.set(key, value, pxat=math.ceil(expires_at * 1000))
+                    pipe.publish(self.keys.channel, encode_change(change))
+                    await pipe.execute()
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"{change.op} failed: {_describe(exc)}") from exc
+
+    async def unblock(self, subject: str) -> bool:
+        change = Change("unblock", Entry("sub", subject, None))
+        try:
+            async with asyncio.timeout(self.timeout):
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    pipe.delete(self.keys.key("sub", subject))
+                    pipe.publish(self.keys.channel, encode_change(change))
+                    deleted, _ = await pipe.execute()
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise StoreUnavailable(f"unblock failed: {_describe(exc)}") from exc
+        return bool(deleted)
+
+    async def close(self) -> None:
+        for client in (self._redis, self._pubsub_redis):
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await client.aclose()
+            except (RedisError, OSError, TimeoutError):
+                pass
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "timed out"
+    return f"{type(exc).__name__}: {exc}"[:300]

@@ -43,7 +43,8 @@ class Gateway(Model):
 class ExtAuthz(Model):
     """Where Envoy finds the Authorization service (usually a sidecar on localhost)."""
 
-    address: HostPort
+    address: HostPort | list[HostPort]
+    """One address, or several (Envoy balances checks across them)."""
     timeout: Duration = 250
     fail_open: bool = False
     """If the service cannot answer: false denies with 503 (default), true lets requests through."""

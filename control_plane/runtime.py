@@ -55,8 +55,9 @@ class _NoEndpoints:
 def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySettings:
     ext_authz = None
     if config.ext_authz is not None:
-        host, _, port = config.ext_authz.address.rpartition(":")
-        ext_authz = ExtAuthzSettings(host, int(port), config.ext_authz.timeout, config.ext_authz.fail_open)
+        raw = config.ext_authz.address
+        addresses = tuple((host, int(port)) for host, _, port in (a.rpartition(":") for a in ([raw] if isinstance(raw, str) else raw)))
+        ext_authz = ExtAuthzSettings(addresses, config.ext_authz.timeout, config.ext_authz.fail_open)
     return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz)
 
 

@@ -22,6 +22,9 @@ class AuthzError(Exception):
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+        self.subject: str | None = None
+        self.jti: str | None = None
+        """Set only once the token was verified: for the audit trail, never from unverified input."""
 
 
 class TokenError(AuthzError):

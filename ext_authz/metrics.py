@@ -18,3 +18,6 @@ REVOCATION_REPAIRS = Counter(
     "gatehouse_revocation_resync_repairs_total", "Entries a resync had to correct: changes pub/sub did not deliver"
 )
 REVOCATION_RECONNECTS = Counter("gatehouse_revocation_reconnects_total", "Times the mirror lost Redis and reconnected")
+
+# Decisions (ext_authz/service.py).
+DECISIONS = Counter("gatehouse_authz_decisions_total", "Authorization decisions", ["result", "reason"])

@@ -7,10 +7,21 @@ import sys
 from collections.abc import Sequence
 
 from gatehouse import __version__
-from gatehouse.commands import bootstrap, control_plane, crd, dev, render, revocations, status, token, validate
+from gatehouse.commands import (
+    bootstrap,
+    control_plane,
+    crd,
+    dev,
+    ext_authz,
+    render,
+    revocations,
+    status,
+    token,
+    validate,
+)
 from gatehouse.logs import configure_logging
 
-COMMANDS = (control_plane, validate, render, bootstrap, crd, status, dev, revocations, token)
+COMMANDS = (control_plane, ext_authz, validate, render, bootstrap, crd, status, dev, revocations, token)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -35,8 +35,8 @@ FORWARDED_HEADERS = ("authorization", "x-request-id")
 
 @dataclass(frozen=True, slots=True)
 class ExtAuthzSettings:
-    host: str
-    port: int
+    addresses: tuple[tuple[str, int], ...]
+    """(host, port) of each Authorization service instance."""
     timeout_ms: int = 250
     fail_open: bool = False
     """When the service cannot be reached: False answers 503 (the default), True lets the request through."""
@@ -86,7 +86,8 @@ def ext_authz_cluster(settings: ExtAuthzSettings) -> dict[str, Any]:
             "endpoints": [
                 {
                     "lb_endpoints": [
-                        {"endpoint": {"address": {"socket_address": {"address": settings.host, "port_value": settings.port}}}}
+                        {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}
+                        for host, port in settings.addresses
                     ]
                 }
             ],

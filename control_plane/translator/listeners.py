@@ -38,6 +38,8 @@ def http_connection_manager(ext_authz: ExtAuthzSettings | None = None) -> dict[s
         "merge_slashes": True,
         "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
         "strip_any_host_port": True,
+        # A caller's x-request-id is kept for correlation; Envoy generates one when absent.
+        "preserve_external_request_id": True,
         # x_user_id must not pass as a second spelling of x-user-id.
         "common_http_protocol_options": {"headers_with_underscores_action": "REJECT_REQUEST"},
     }

@@ -1,0 +1,95 @@
+"""The ext_authz process: keys, verifier, revocation mirror, the gRPC services, /metrics.
+
+Readiness (GET /readyz on the metrics port) means: every issuer has usable keys, and the
+revocation mirror (if configured) has completed its first sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+import aiohttp
+import grpc
+import structlog
+from envoy.service.auth.v3 import external_auth_pb2_grpc
+
+from ext_authz.admin import build_admin_server, read_credential
+from ext_authz.config import ExtAuthzConfig
+from ext_authz.jwks import IssuerKeys
+from ext_authz.revocation import RevocationMirror
+from ext_authz.service import Authorizer, AuthorizationService
+from ext_authz.tokens import TokenVerifier
+from gatehouse.admin_http import AdminServer
+from gatehouse.audit import AuditSink, LogAuditSink
+
+log = structlog.get_logger(component="ext_authz")
+
+# A revocation outlives its token's exp by at least the largest leeway (tokens are
+# accepted until exp + leeway), plus this margin for clock differences.
+GRACE_MARGIN = 60.0
+
+
+class ExtAuthz:
+    def __init__(self, config: ExtAuthzConfig, *, audit: AuditSink | None = None) -> None:
+        self.config = config
+        self.audit = audit or LogAuditSink()
+        self.keys: list[IssuerKeys] = []
+        self.mirror: RevocationMirror | None = None
+
+    def readiness(self) -> tuple[bool, str]:
+        missing = [k.issuer.issuer for k in self.keys if not k.has_keys]
+        if not self.keys or missing:
+            return False, "no usable keys for: " + ", ".join(missing or ["(starting)"])
+        if self.mirror is not None and not self.mirror.ready:
+            return False, "revocation mirror not synced"
+        return True, "ready"
+
+    async def run(self) -> None:
+        config = self.config
+        timeout = aiohttp.ClientTimeout(total=max(i.jwks.timeout for i in config.issuers) / 1000)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            self.keys = [
+                IssuerKeys.from_config(issuer, session=session, base_dir=Path(config.base_dir)) for issuer in config.issuers
+            ]
+            for keys in self.keys:
+                await keys.start()
+            verifier = TokenVerifier(self.keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
+            if config.revocation is not None:
+                grace = max(i.leeway for i in config.issuers) / 1000 + GRACE_MARGIN
+                self.mirror = RevocationMirror.from_config(config.revocation, grace=grace)
+                await self.mirror.start()
+            else:
+                log.warning("revocation_disabled", detail="no revocation: configured; jti and blocked subjects are not checked")
+            authorizer = Authorizer(verifier, {i.issuer: i for i in config.issuers}, self.mirror)
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            external_auth_pb2_grpc.add_AuthorizationServicer_to_server(AuthorizationService(authorizer, self.audit), server)
+            try:
+                server.add_insecure_port(config.listen)
+            except RuntimeError as exc:
+                raise OSError(f"cannot listen for ext_authz on {config.listen}: {exc}") from exc
+            metrics = AdminServer(config.metrics.listen, readiness=self.readiness)
+            admin = None
+            if config.admin is not None:
+                if self.mirror is None:
+                    raise ValueError("admin: needs revocation: (the admin API manages revocations)")
+                credential = read_credential(config.resolve(config.admin.credential_file))
+                admin = build_admin_server(self.mirror, self.audit, credential, config.admin.listen)
+            await server.start()
+            await metrics.start()
+            if admin is not None:
+                await admin.start()
+            log.info("ext_authz_started", listen=config.listen, issuers=[i.issuer for i in config.issuers])
+            try:
+                await asyncio.Event().wait()
+            finally:
+                if admin is not None:
+                    await admin.stop()
+                await metrics.stop()
+                await server.stop(grace=1.0)
+                if self.mirror is not None:
+                    await self.mirror.stop()
+                for keys in self.keys:
+                    with contextlib.suppress(Exception):
+                        await keys.close()

@@ -1,0 +1,213 @@
+"""Authentication through real Envoy, ext_authz and Redis."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import wait_for
+from tests.harness.issuer import JwksServer, TestIssuer
+from tests.harness.redis import RedisServer
+from tests.harness.route_repo import route_doc
+from tests.integration.conftest import StackFactory
+
+ROUTES = [
+    route_doc(
+        "orders",
+        {
+            "match": {"pathPrefix": "/orders"},
+            "backends": [{"service": "svc-a", "port": 8080}],
+            "auth": {"scopes": ["orders:read"]},
+        },
+    ),
+    route_doc("admin", {"match": {"pathPrefix": "/admin"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"roles": ["admin"]}}),
+    route_doc("public", {"match": {"pathPrefix": "/public"}, "backends": [{"service": "svc-b", "port": 8080}], "auth": {"required": False}}),
+]
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer.start(log_dir=tmp_path / "redis")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def issuer_config(issuer: TestIssuer, jwks: dict[str, Any]) -> dict[str, Any]:
+    return {"issuer": issuer.issuer, "audiences": [issuer.audience], "requireJti": True, **jwks}
+
+
+def authz_stack(
+    make_stack: StackFactory, tmp_path: Path, issuer: TestIssuer, redis: RedisServer | None, *, instances: int = 1,
+    jwks: dict[str, Any] | None = None, policy: str = "closed",
+) -> tuple[GatewayStack, list[ExtAuthzProcess]]:
+    jwks = jwks or {"jwksFile": str(issuer.write_jwks(tmp_path / "jwks.json"))}
+    config: dict[str, Any] = {"issuers": [issuer_config(issuer, jwks)]}
+    if redis is not None:
+        config["revocation"] = {"redisUrl": redis.url, "onUnavailable": policy, "resyncInterval": "2s"}
+    services = [ExtAuthzProcess(tmp_path / "authz", config, name=f"ext-authz-{i}").start() for i in range(instances)]
+    stack = make_stack(control_plane_extra={"extAuthz": {"address": [s.address for s in services]}})
+    stack.commit_routes({"routes.yaml": ROUTES})
+    stack.start(wait_path="/public")
+    return stack, services
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+def test_a_valid_token_reaches_the_upstream_with_identity_headers_and_bad_ones_do_not(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    issuer = TestIssuer()
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis)
+    try:
+        token = issuer.token("alice", scope="orders:read orders:write", role="clerk")
+        reply = stack.get("/orders/1", headers=bearer(token))
+        assert reply.status == 200, reply.body
+        seen = reply.json()["headers"]
+        assert (seen["x-user-id"], seen["x-user-role"], seen["x-scope"]) == ("alice", "clerk", "orders:read orders:write")
+
+        missing = stack.get("/orders/1", headers={"x-request-id": "req-123"})
+        assert missing.status == 401
+        assert missing.headers["www-authenticate"].startswith('Bearer realm="gatehouse", error="invalid_token"')
+        body = missing.json()["error"]
+        assert (body["code"], body["reason"], body["request_id"]) == ("invalid_token", "missing", "req-123")
+
+        expired = issuer.token("alice", ttl=-120, scope="orders:read")
+        reply = stack.get("/orders/1", headers=bearer(expired))
+        assert reply.status == 401 and reply.json()["error"]["reason"] == "expired"
+        assert expired not in reply.body.decode() and "alice" not in reply.body.decode()
+
+        forged = issuer.token("mallory", scope="orders:read")
+        forged = forged[:-8] + ("AAAAAAAA" if not forged.endswith("AAAAAAAA") else "BBBBBBBB")
+        assert stack.get("/orders/1", headers=bearer(forged)).status == 401
+
+        no_scope = stack.get("/orders/1", headers=bearer(issuer.token("bob", scope="catalog:read")))
+        assert no_scope.status == 403
+        assert 'error="insufficient_scope"' in no_scope.headers["www-authenticate"]
+        assert stack.get("/admin", headers=bearer(issuer.token("bob", role="clerk"))).status == 403
+        assert stack.get("/admin", headers=bearer(issuer.token("root", role="admin"))).status == 200
+        assert stack.get("/public").status == 200, "public routes call no ext_authz"
+    finally:
+        for service in services:
+            service.stop()
+
+
+@pytest.mark.parametrize("path", ["/orders/1", "/public/x"])
+def test_client_sent_identity_headers_never_reach_the_upstream(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, path: str) -> None:
+    issuer = TestIssuer()
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis)
+    try:
+        token = issuer.token("alice", scope="orders:read")
+        # Duplicated and oddly cased copies, sent raw so nothing merges them first.
+        conn = http.client.HTTPConnection("127.0.0.1", stack.listener_port, timeout=5)
+        conn.putrequest("GET", path)
+        conn.putheader("Authorization", f"Bearer {token}")
+        for name, value in [("X-User-Id", "root"), ("x-user-id", "root2"), ("X-USER-ROLE", "admin"), ("x-Scope", "everything")]:
+            conn.putheader(name, value)
+        conn.endheaders()
+        response = conn.getresponse()
+        body = response.read()
+        conn.close()
+        assert response.status == 200, body
+        seen = json.loads(body)["headers"]
+        if path.startswith("/public"):
+            assert not {"x-user-id", "x-user-role", "x-scope"} & set(seen), seen
+        else:
+            assert seen["x-user-id"] == "alice" and seen["x-scope"] == "orders:read"
+            assert "x-user-role" not in seen, "no role claim: the forged header must be gone, not passed on"
+    finally:
+        for service in services:
+            service.stop()
+
+
+def test_a_revoked_token_is_refused_within_a_second_on_two_instances(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    issuer = TestIssuer()
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, instances=2)
+    try:
+        jti = "revoke-me-1"
+        token = issuer.token("alice", scope="orders:read", jti=jti)
+        client = stack.client()
+        for _ in range(20):  # both instances have seen (and cached) the token
+            assert client.request("/orders/1", headers=bearer(token)).status == 200
+        result = subprocess.run(
+            [sys.executable, "-m", "gatehouse", "revoke", "--jti", jti, "--ttl", "1h", "--admin", f"127.0.0.1:{services[0].admin_port}"],
+            env=services[0].admin_env(), capture_output=True, text=True, timeout=30,
+        )
+        assert result.returncode == 0, result.stderr
+        revoked_at = time.monotonic()
+
+        def all_refused() -> bool:
+            return all(client.request("/orders/1", headers=bearer(token)).status == 401 for _ in range(10))
+
+        took = wait_for(all_refused, 5, "the revoked token refused on every instance", interval=0.01)
+        assert took < 1.0, f"revocation took {took:.2f}s to reach every instance"
+        reply = client.request("/orders/1", headers=bearer(token))
+        assert reply.json()["error"]["reason"] == "revoked"
+        assert client.request("/orders/1", headers=bearer(issuer.token("alice", scope="orders:read"))).status == 200
+        print(f"\nrevocation refused everywhere after {(time.monotonic() - revoked_at) * 1000:.0f} ms")
+    finally:
+        for service in services:
+            service.stop()
+
+
+def test_redis_outage_fails_closed_and_recovers_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    issuer = TestIssuer()
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, policy="closed")
+    try:
+        token = issuer.token("alice", scope="orders:read")
+        assert stack.get("/orders/1", headers=bearer(token)).status == 200
+        redis.kill()
+        wait_for(lambda: stack.get("/orders/1", headers=bearer(token)).status == 503, 10, "503 while Redis is down")
+        reply = stack.get("/orders/1", headers=bearer(token))
+        assert reply.json()["error"]["reason"] == "revocation_unavailable"
+        assert stack.get("/public").status == 200, "public routes do not depend on Redis"
+        redis.restart()
+        wait_for(lambda: stack.get("/orders/1", headers=bearer(token)).status == 200, 15, "service back with Redis")
+    finally:
+        for service in services:
+            service.stop()
+
+
+def test_a_jwks_key_rotation_is_picked_up_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    issuer = TestIssuer()
+    jwks = JwksServer(issuer, max_age=3600).start()
+    try:
+        stack, services = authz_stack(make_stack, tmp_path, issuer, redis, jwks={"jwksUrl": jwks.url, "jwks": {"unknownKidCooldown": "1s"}})
+        try:
+            assert stack.get("/orders/1", headers=bearer(issuer.token("alice", scope="orders:read"))).status == 200
+            fetches = jwks.fetches
+            issuer.rotate()
+            rotated = issuer.token("alice", scope="orders:read")
+            wait_for(lambda: stack.get("/orders/1", headers=bearer(rotated)).status == 200, 10, "a token signed with the new key")
+            assert jwks.fetches >= fetches + 1
+            # A flood of unknown kids does not turn into a flood of fetches.
+            before = jwks.fetches
+            for index in range(50):
+                assert stack.get("/orders/1", headers=bearer(_unknown_kid_token(issuer, index))).status == 401
+            assert jwks.fetches - before <= 2
+        finally:
+            for service in services:
+                service.stop()
+    finally:
+        jwks.stop()
+
+
+def _unknown_kid_token(issuer: TestIssuer, index: int) -> str:
+    return jwt.encode(
+        {"iss": issuer.issuer, "aud": issuer.audience, "sub": "x", "exp": int(time.time()) + 60, "jti": str(index)},
+        issuer.keys[issuer.active_kid],
+        algorithm="RS256",
+        headers={"kid": f"random-{index}"},
+    )

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from prometheus_client import REGISTRY, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 # Revocation mirror (ext_authz/revocation.py).
 REVOCATION_STATE = Gauge(
@@ -21,3 +25,32 @@ REVOCATION_RECONNECTS = Counter("gatehouse_revocation_reconnects_total", "Times 
 
 # Decisions (ext_authz/service.py).
 DECISIONS = Counter("gatehouse_authz_decisions_total", "Authorization decisions", ["result", "reason"])
+
+
+class VerifierCollector:
+    """Token cache and JWKS numbers, read from the objects at scrape time: no cost per check."""
+
+    def __init__(self, verifier: Any, keys: Sequence[Any]) -> None:
+        self._verifier = verifier
+        self._keys = keys
+
+    def collect(self) -> Iterator[Metric]:
+        hits = CounterMetricFamily("gatehouse_authz_token_cache_hits", "Checks answered from the verified-token cache")
+        hits.add_metric([], self._verifier.cache_hits)
+        verified = CounterMetricFamily("gatehouse_authz_token_verifications", "Signature verifications (cache misses)")
+        verified.add_metric([], self._verifier.verifications)
+        fetches = CounterMetricFamily("gatehouse_jwks_fetches", "JWKS fetches", labels=["issuer"])
+        errors = CounterMetricFamily("gatehouse_jwks_fetch_errors", "JWKS fetches that failed", labels=["issuer"])
+        usable = GaugeMetricFamily("gatehouse_jwks_keys_usable", "1 while the issuer has usable keys", labels=["issuer"])
+        for keys in self._keys:
+            name = keys.issuer.issuer
+            fetches.add_metric([name], keys.fetches)
+            errors.add_metric([name], keys.fetch_errors)
+            usable.add_metric([name], 1 if keys.has_keys else 0)
+        yield from (hits, verified, fetches, errors, usable)
+
+
+def register_verifier(verifier: Any, keys: Sequence[Any]) -> VerifierCollector:
+    collector = VerifierCollector(verifier, keys)
+    REGISTRY.register(collector)
+    return collector

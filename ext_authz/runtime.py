@@ -15,6 +15,7 @@ import grpc
 import structlog
 from envoy.service.auth.v3 import external_auth_pb2_grpc
 
+from ext_authz import metrics
 from ext_authz.admin import build_admin_server, read_credential
 from ext_authz.config import ExtAuthzConfig
 from ext_authz.jwks import IssuerKeys
@@ -56,6 +57,7 @@ class ExtAuthz:
             for keys in self.keys:
                 await keys.start()
             verifier = TokenVerifier(self.keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
+            metrics.register_verifier(verifier, self.keys)
             if config.revocation is not None:
                 grace = max(i.leeway for i in config.issuers) / 1000 + GRACE_MARGIN
                 self.mirror = RevocationMirror.from_config(config.revocation, grace=grace)
@@ -69,7 +71,7 @@ class ExtAuthz:
                 server.add_insecure_port(config.listen)
             except RuntimeError as exc:
                 raise OSError(f"cannot listen for ext_authz on {config.listen}: {exc}") from exc
-            metrics = AdminServer(config.metrics.listen, readiness=self.readiness)
+            http = AdminServer(config.metrics.listen, readiness=self.readiness)
             admin = None
             if config.admin is not None:
                 if self.mirror is None:
@@ -77,7 +79,7 @@ class ExtAuthz:
                 credential = read_credential(config.resolve(config.admin.credential_file))
                 admin = build_admin_server(self.mirror, self.audit, credential, config.admin.listen)
             await server.start()
-            await metrics.start()
+            await http.start()
             if admin is not None:
                 await admin.start()
             log.info("ext_authz_started", listen=config.listen, issuers=[i.issuer for i in config.issuers])
@@ -86,7 +88,7 @@ class ExtAuthz:
             finally:
                 if admin is not None:
                     await admin.stop()
-                await metrics.stop()
+                await http.stop()
                 await server.stop(grace=1.0)
                 if self.mirror is not None:
                     await self.mirror.stop()

@@ -76,8 +76,8 @@ def test_bootstrap_renders_a_delta_ads_bootstrap() -> None:
 def test_validate_warns_about_fields_that_are_not_enforced_yet(tmp_path: Path) -> None:
     (tmp_path / "r.yaml").write_text(
         "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: r}\n"
-        "spec: {match: {path: /r}, backends: [{service: svc, port: 80}], auth: {scopes: [orders:read]}}\n"
+        "spec: {match: {path: /r}, backends: [{service: svc, port: 80}], rateLimits: [{key: ip, limit: 5, window: 1s}]}\n"
     )
     result = gatehouse("validate", str(tmp_path))
     assert result.returncode == 0
-    assert "default/r: auth is not enforced yet" in result.stderr and "NOT protected" in result.stderr
+    assert "default/r: rateLimits are not enforced yet" in result.stderr

@@ -1,0 +1,1 @@
+"""The local stack `gatehouse dev` runs: processes, a development token issuer, checks."""

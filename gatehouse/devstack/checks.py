@@ -1,0 +1,108 @@
+"""What `gatehouse dev` shows: curl lines, each with the answer it should give."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from gatehouse.devstack.stack import DevStack, git, http_get
+
+READ = "orders:read"
+WRITE = "orders:read orders:write"
+
+
+@dataclass(frozen=True)
+class Check:
+    path: str
+    scope: str | None
+    """The token's scope, or None for no token at all."""
+    status: int
+    upstream: str | None
+    what: str
+
+
+CHECKS = (
+    Check("/api/v2/orders/42", None, 401, None, "an authenticated route without a token"),
+    Check("/api/v2/orders/42", READ, 200, "order-service", "{id} template, token with orders:read"),
+    Check("/api/v2/orders/bulk", READ, 403, None, "needs orders:write: insufficient_scope"),
+    Check("/api/v2/orders/bulk", WRITE, 200, "order-service-v3", "exact path beats the {id} template"),
+    Check("/api/v2/orders/42/items/7", None, 200, "order-service", "public /** prefix, path rewritten to /legacy/orders/..."),
+    Check("/reports/2026-11.csv", READ, 200, "order-service-v3", "regex match"),
+    Check("/api/v1/anything", None, 410, None, "a disabled route answered by Envoy itself"),
+    Check("/nowhere", READ, 404, None, "no route"),
+)
+
+
+def banner(stack: DevStack) -> str:
+    ports = stack.ports
+    base = f"http://127.0.0.1:{ports.listener}"
+    admin = f"--admin 127.0.0.1:{ports.ext_authz_admin} --credential-file {stack.admin_credential}"
+    read = " ".join(stack.issuer.token_command(scope=READ))
+    write = " ".join(stack.issuer.token_command(scope=WRITE))
+    lines = [
+        "",
+        "Gatehouse dev stack is up.",
+        f"  gateway       {base}",
+        f"  control plane http://127.0.0.1:{ports.admin}/status   (gatehouse status --admin http://127.0.0.1:{ports.admin})",
+        f"  ext_authz     127.0.0.1:{ports.ext_authz} (metrics http://127.0.0.1:{ports.ext_authz_metrics}/metrics)",
+        f"  envoy admin   http://127.0.0.1:{ports.envoy_admin}/",
+        f"  redis         127.0.0.1:{ports.redis}",
+        f"  logs          {stack.logs}/",
+        "",
+        "Tokens (signed by a local development key that ext_authz trusts):",
+        f"  export READ=$({read})",
+        f"  export WRITE=$({write})",
+        "",
+        "Try:",
+    ]
+    for check in CHECKS:
+        auth = "" if check.scope is None else f' -H "Authorization: Bearer ${"READ" if check.scope == READ else "WRITE"}"'
+        expect = f"{check.status} from {check.upstream}" if check.upstream else str(check.status)
+        lines.append(f"  curl -si{auth} {base}{check.path}    # {expect}: {check.what}")
+    checkout = stack.repo / "routes" / "checkout.yaml"
+    lines += [
+        "",
+        "Block the account, then unblock it (every ext_authz instance follows within a second):",
+        f"  gatehouse block --sub alice --ttl 10m {admin}",
+        f'  curl -si -H "Authorization: Bearer $READ" {base}/api/v2/orders/42    # 403: the account is blocked',
+        f"  gatehouse unblock --sub alice {admin}",
+        "",
+        "Change a route live (Envoy is not restarted): send all checkout traffic to v3",
+        f"  sed -i 's/weight: 90/weight: 0/; s/weight: 10/weight: 100/' {checkout}",
+        f"  git -C {stack.repo} commit -qam 'checkout: all traffic to v3'",
+        f"  curl -s {base}/api/v2/checkout    # now always order-service-v3",
+        "",
+        "Ctrl-C stops everything.",
+    ]
+    return "\n".join(lines)
+
+
+def _upstream_of(body: bytes) -> str | None:
+    try:
+        value = json.loads(body).get("upstream")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def run_checks(stack: DevStack) -> list[str]:
+    """Run every curl line, then a live route change; returns what went wrong."""
+    failures = []
+    tokens = {scope: stack.token(scope=scope) for scope in (READ, WRITE)}
+    for check in CHECKS:
+        headers = {} if check.scope is None else {"Authorization": f"Bearer {tokens[check.scope]}"}
+        got, _, body = http_get(stack.url(check.path), headers)
+        if got != check.status or (check.upstream is not None and _upstream_of(body) != check.upstream):
+            failures.append(f"{check.path} ({check.what}): expected {check.status} {check.upstream or ''}, got {got} {_upstream_of(body) or ''}")
+    checkout = stack.repo / "routes" / "checkout.yaml"
+    checkout.write_text(checkout.read_text().replace("weight: 90", "weight: 0").replace("weight: 10", "weight: 100"))
+    git(stack.repo, "commit", "-qam", "checkout: all traffic to v3")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if {_upstream_of(http_get(stack.url("/api/v2/checkout"))[2]) for _ in range(20)} == {"order-service-v3"}:
+            break
+        time.sleep(0.1)
+    else:
+        failures.append("live route change: /api/v2/checkout did not move to order-service-v3 within 5s")
+    return failures

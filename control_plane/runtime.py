@@ -56,7 +56,9 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
     ext_authz = None
     if config.ext_authz is not None:
         raw = config.ext_authz.address
-        addresses = tuple((host, int(port)) for host, _, port in (a.rpartition(":") for a in ([raw] if isinstance(raw, str) else raw)))
+        addresses = tuple(
+            (host.strip("[]"), int(port)) for host, _, port in (a.rpartition(":") for a in ([raw] if isinstance(raw, str) else raw))
+        )
         ext_authz = ExtAuthzSettings(addresses, config.ext_authz.timeout, config.ext_authz.fail_open)
     return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz)
 

@@ -1,7 +1,8 @@
 """Verified claims → upstream headers, never letting a claim smuggle bytes into a header.
 
-A claim value with a control character (CR, LF, NUL, any byte below 0x20 but tab, or
-DEL) is dropped rather than cleaned: a subject that needs cleaning is not one to trust.
+A claim value with a control character (C0 but tab, DEL, C1) or longer than 4 KiB is
+dropped rather than cleaned; the service denies a token whose user id would be dropped:
+a subject that needs cleaning is not one to trust.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ def _text(value: Any) -> str | None:
 
 
 def _safe(text: str) -> bool:
-    return len(text) <= MAX_HEADER_VALUE and not any(ord(ch) < 0x20 and ch != "\t" or ord(ch) == 0x7F for ch in text)
+    return len(text.encode()) <= MAX_HEADER_VALUE and not any(
+        (ord(ch) < 0x20 and ch != "\t") or 0x7F <= ord(ch) <= 0x9F for ch in text
+    )
 
 
 def claim_headers(claims: Mapping[str, Any], mapping: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:

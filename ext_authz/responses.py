@@ -8,6 +8,7 @@ request id; it never echoes the token or the claims.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from envoy.config.core.v3 import base_pb2
 from envoy.service.auth.v3 import external_auth_pb2
@@ -26,10 +27,14 @@ def _header(key: str, value: str) -> base_pb2.HeaderValueOption:
     )
 
 
-def allowed(headers: dict[str, str]) -> external_auth_pb2.CheckResponse:
+def allowed(headers: dict[str, str], remove: Sequence[str] = ()) -> external_auth_pb2.CheckResponse:
+    """OK, setting the identity headers and removing mapped ones no claim filled (a
+    client's copy of a custom identity header must not pass as ours)."""
     return external_auth_pb2.CheckResponse(
         status=status_pb2.Status(code=code_pb2.OK),
-        ok_response=external_auth_pb2.OkHttpResponse(headers=[_header(k, v) for k, v in headers.items()]),
+        ok_response=external_auth_pb2.OkHttpResponse(
+            headers=[_header(k, v) for k, v in headers.items()], headers_to_remove=list(remove)
+        ),
     )
 
 

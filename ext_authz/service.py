@@ -19,7 +19,7 @@ from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
 from ext_authz import metrics
 from ext_authz.claim_headers import claim_headers
 from ext_authz.config import Issuer
-from ext_authz.errors import AuthzError
+from ext_authz.errors import AuthzError, TokenError
 from ext_authz.requirements import check_requirements
 from ext_authz.responses import allowed, denied
 from ext_authz.revocation import RevocationMirror
@@ -27,6 +27,8 @@ from ext_authz.tokens import TokenVerifier
 from gatehouse.audit import AUTHZ_DENIED, AuditEvent, AuditSink
 
 log = structlog.get_logger(component="ext_authz")
+
+USER_ID_HEADER = "x-user-id"
 
 
 class Authorizer:
@@ -42,6 +44,7 @@ class Authorizer:
     ) -> None:
         self._verifier = verifier
         self._issuers = issuers
+        self.claim_header_names = frozenset(name for issuer in issuers.values() for name in issuer.claim_headers)
         self._mirror = mirror
         self._clock = clock
 
@@ -58,6 +61,10 @@ class Authorizer:
         identity, dropped = claim_headers(token.claims, issuer.claim_headers)
         if dropped:
             log.warning("claims_not_forwarded", issuer=token.issuer, claims=dropped, reason="unsafe value")
+            if issuer.claim_headers.get(USER_ID_HEADER) in dropped:
+                error = TokenError("unsafe_claim", "the token's user id cannot be forwarded safely")
+                error.subject, error.jti = None, token.jti
+                raise error
         return identity, token
 
 
@@ -78,7 +85,7 @@ class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # typ
             self._audit_denial(exc, attributes.context_extensions.get("route", ""))
             return denied(exc, headers.get("x-request-id", ""))
         metrics.DECISIONS.labels("allow", "ok").inc()
-        return allowed(identity)
+        return allowed(identity, sorted(self._authorizer.claim_header_names - identity.keys()))
 
     def _audit_denial(self, error: AuthzError, route: str) -> None:
         self._audit.emit(

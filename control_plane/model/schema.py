@@ -250,11 +250,15 @@ class HeaderRules(Model):
 _NO_HEADER_RULES = HeaderRules()
 
 
+AuthName = Annotated[str, Field(pattern=r"^\S+$", max_length=256)]
+"""One audience, scope or role: no spaces (they travel to ext_authz space-separated)."""
+
+
 class Auth(Model):
     required: bool = True
-    audiences: Annotated[list[str], Field(max_length=32)] = []
-    scopes: Annotated[list[str], Field(max_length=32)] = []
-    roles: Annotated[list[str], Field(max_length=32)] = []
+    audiences: Annotated[list[AuthName], Field(max_length=32)] = []
+    scopes: Annotated[list[AuthName], Field(max_length=32)] = []
+    roles: Annotated[list[AuthName], Field(max_length=32)] = []
 
 
 _DEFAULT_AUTH = Auth()

@@ -130,7 +130,8 @@ podAntiAffinity:
             {{- include "gatehouse.componentSelectorLabels" . | nindent 12 }}
 {{- end }}
 
-{{/* Environment shared by the sidecars: Redis and Kafka settings. */}}
+{{/* Environment of the ratelimit sidecar: Redis and Kafka settings. (ext_authz reads its
+config file instead.) */}}
 {{- define "gatehouse.sidecarEnv" -}}
 - name: REDIS_URL
   value: {{ include "gatehouse.redisUrl" . | quote }}
@@ -148,4 +149,49 @@ podAntiAffinity:
   valueFrom:
     fieldRef:
       fieldPath: metadata.namespace
+{{- end }}
+
+{{/* --- ext_authz ------------------------------------------------------------------- */}}
+
+{{/* Where the sidecar's config file and admin credential are mounted. */}}
+{{- define "gatehouse.extAuthz.configDir" -}}/etc/gatehouse{{- end }}
+{{- define "gatehouse.extAuthz.credentialDir" -}}/etc/gatehouse-admin{{- end }}
+
+{{/* The Secret holding the admin credential: extAuthz.admin.existingSecret, or the chart's. */}}
+{{- define "gatehouse.extAuthz.adminSecretName" -}}
+{{- default (include "gatehouse.componentName" (dict "ctx" . "component" "ext-authz-admin")) .Values.extAuthz.admin.existingSecret }}
+{{- end }}
+
+{{/*
+The admin API's bind address: 127.0.0.1 (only `kubectl port-forward` reaches it) unless
+extAuthz.admin.from names peers, then the pod IP (and the NetworkPolicy admits only them).
+*/}}
+{{- define "gatehouse.extAuthz.adminHost" -}}
+{{- ternary "0.0.0.0" "127.0.0.1" (not (empty .Values.extAuthz.admin.from)) }}
+{{- end }}
+
+{{/*
+Refuse values the sidecar could not run with, with a message naming the fix. Included by
+every template that renders ext_authz parts, so `helm template -s` of any of them fails too.
+*/}}
+{{- define "gatehouse.extAuthz.validate" -}}
+{{- $az := .Values.extAuthz }}
+{{- if $az.enabled }}
+{{- if not $az.issuers }}
+{{- fail "extAuthz.enabled=true needs at least one trusted issuer in extAuthz.issuers, e.g. --set-json 'extAuthz.issuers=[{\"issuer\":\"https://auth.example.com/\",\"jwksUrl\":\"https://auth.example.com/.well-known/jwks.json\",\"audiences\":[\"api\"]}]' (docs/kubernetes.md)" }}
+{{- end }}
+{{- $seen := dict }}
+{{- range $az.issuers }}
+{{- if hasKey $seen .issuer }}
+{{- fail (printf "extAuthz.issuers: issuer %q is listed twice; each iss may appear once" .issuer) }}
+{{- end }}
+{{- $_ := set $seen .issuer true }}
+{{- end }}
+{{- if and $az.revocation.enabled (not (include "gatehouse.redisUrl" .)) }}
+{{- fail "extAuthz.revocation.enabled=true needs a Redis: set redis.url (production) or redis.enabled=true (trying out), or set extAuthz.revocation.enabled=false to run without revocation" }}
+{{- end }}
+{{- if and $az.admin.enabled (not $az.revocation.enabled) }}
+{{- fail "extAuthz.admin.enabled=true needs extAuthz.revocation.enabled=true: the admin API manages revocations" }}
+{{- end }}
+{{- end }}
 {{- end }}

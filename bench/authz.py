@@ -1,0 +1,944 @@
+"""ext_authz throughput through real Envoy: warm token cache, cold path, denials, beside
+Envoy with no ext_authz call, all measured in the same run with ``wrk``.
+
+One stack: Redis (the revocation mirror's source), ``python -m gatehouse ext-authz`` with
+an RS256 and an ES256 issuer (static JWKS files), the control plane, Envoy
+(``--concurrency 1``, the harness's setting) and one echo upstream (Python/aiohttp).
+Four routes:
+
+    /open/echo     auth.required: false, proxied to the echo upstream   (baseline, no ext_authz call)
+    /open/direct   auth.required: false, disabled: {status: 200}        (Envoy's ceiling)
+    /auth/echo     auth.scopes: [bench:read], proxied                   (ext_authz + upstream)
+    /auth/direct   auth.scopes: [bench:read], disabled: {status: 200}   (ext_authz only)
+
+Each scenario is one ``wrk --latency`` run of ``--duration``. Warm scenarios repeat one valid
+token (a verified-token cache hit); cold scenarios send a new pre-generated token on every
+request (Lua ``request()``; each wrk thread takes its own slice, and stops when the slice is
+used up, so no token is sent twice); deny scenarios send an invalid token (401). For each:
+requests/s, latency percentiles, the ext_authz decisions made (``gatehouse_authz_decisions_total``
+deltas, by result and reason), and CPU per check of the ext_authz process (utime+stime from
+/proc/<pid>/stat, all threads: Python and grpc's C threads), plus Envoy's, the upstream's and
+wrk's CPU per request.
+
+    .venv/bin/python bench/authz.py                          # all scenarios, 10 s each
+    .venv/bin/python bench/authz.py --duration 20 --connections 64 --threads 2
+    .venv/bin/python bench/authz.py --scenarios warm_direct,cold_rs256_direct --profile-dir /tmp/prof
+
+One JSON document goes to stdout; progress to stderr. See bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives.asymmetric import ec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
+from tests.harness.gateway import GatewayStack  # noqa: E402
+from tests.harness.issuer import TestIssuer  # noqa: E402
+from tests.harness.ports import free_port  # noqa: E402
+from tests.harness.processes import ManagedProcess, port_open  # noqa: E402
+from tests.harness.redis import RedisServer  # noqa: E402
+from tests.harness.route_repo import route_doc  # noqa: E402
+
+AUDIENCE = "api"
+SCOPE = "bench:read"
+ENVOY_CONCURRENCY = 1
+"""tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
+WRK_MARK = "WRKJSON "
+
+
+def progress(message: str) -> None:
+    print(f"[authz {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# -- issuers and tokens -----------------------------------------------------------------
+
+
+class Es256Issuer:
+    """An ES256 (P-256) issuer: the same claims as TestIssuer, signed with an EC key."""
+
+    def __init__(self, issuer: str = "https://es256.issuer.test/", audience: str = AUDIENCE) -> None:
+        self.issuer = issuer
+        self.audience = audience
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.kid = f"es-{uuid.uuid4().hex[:8]}"
+
+    def write_jwks(self, path: Path) -> Path:
+        public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.key.public_key()))
+        path.write_text(json.dumps({"keys": [{**public, "kid": self.kid, "use": "sig", "alg": "ES256"}]}))
+        return path
+
+    def token(self, sub: str = "alice", *, ttl: float = 3600, **claims: Any) -> str:
+        now = int(time.time())
+        payload = {"iss": self.issuer, "aud": self.audience, "sub": sub, "iat": now, "nbf": now,
+                   "exp": now + int(ttl), "jti": uuid.uuid4().hex, **claims}
+        return jwt.encode(payload, self.key, algorithm="ES256", headers={"kid": self.kid})
+
+
+def claims(index: int) -> dict[str, Any]:
+    return {"scope": f"{SCOPE} bench:write", "role": "user"}
+
+
+def write_tokens(path: Path, issuer: TestIssuer | Es256Issuer, count: int, ttl: float) -> dict[str, Any]:
+    """``count`` distinct valid tokens, one per line (distinct sub and jti)."""
+    started = time.perf_counter()
+    with open(path, "w") as out:
+        for index in range(count):
+            out.write(issuer.token(f"user-{index}", ttl=ttl, **claims(index)))
+            out.write("\n")
+    seconds = time.perf_counter() - started
+    return {"count": count, "file": str(path), "generate_s": round(seconds, 2), "bytes_each": len(path.read_text().split("\n", 1)[0])}
+
+
+def bad_signature(token: str) -> str:
+    """The same token with its signature's first bytes changed: parses, verifies (RSA), fails."""
+    head, payload, signature = token.split(".")
+    flipped = ("A" if signature[0] != "A" else "B") + ("A" if signature[1] != "A" else "B") + signature[2:]
+    return f"{head}.{payload}.{flipped}"
+
+
+# -- wrk --------------------------------------------------------------------------------
+
+_LUA_DONE = r"""
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '%s{"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,' ..
+    '"lat_min":%d,"lat_mean":%.1f,"lat_stdev":%.1f,"lat_max":%d,"p50":%d,"p90":%d,"p99":%d,"p999":%d}\n',
+    "WRKJSON ", summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.min, latency.mean, latency.stdev, latency.max,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
+end
+"""
+
+# Dynamic requests: every request carries the next token of this thread's slice of the
+# file (args: tokens file, number of threads). Requests are pre-formatted in init().
+# When the slice is used up the thread stops, so no token is ever sent twice.
+_LUA_TOKENS = r"""
+local next_id = 0
+function setup(thread)
+  thread:set("thread_id", next_id)
+  next_id = next_id + 1
+end
+
+function init(args)
+  local path, nthreads = args[1], tonumber(args[2])
+  requests_list, count, index, exhausted = {}, 0, 0, 0
+  local line_number = 0
+  for line in io.lines(path) do
+    if line ~= "" then
+      if line_number % nthreads == thread_id then
+        count = count + 1
+        requests_list[count] = wrk.format(nil, nil, {["Authorization"] = "Bearer " .. line})
+      end
+      line_number = line_number + 1
+    end
+  end
+end
+
+function request()
+  index = index + 1
+  if index > count then
+    exhausted = exhausted + 1
+    wrk.thread:stop()
+    return requests_list[count]
+  end
+  return requests_list[index]
+end
+"""
+
+
+TRIVIAL_SERVER = '''"""A trivial Authorization service: grpc.aio, same server options as ext_authz, answers OK."""
+import asyncio
+import sys
+
+import grpc
+from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
+from google.rpc import code_pb2, status_pb2
+
+OK = external_auth_pb2.CheckResponse(status=status_pb2.Status(code=code_pb2.OK))
+
+
+class Trivial(external_auth_pb2_grpc.AuthorizationServicer):
+    async def Check(self, request, context):
+        return OK
+
+
+async def main(address):
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    external_auth_pb2_grpc.add_AuthorizationServicer_to_server(Trivial(), server)
+    server.add_insecure_port(address)
+    await server.start()
+    await server.wait_for_termination()
+
+
+asyncio.run(main(sys.argv[1]))
+'''
+
+
+def write_lua(workdir: Path) -> tuple[Path, Path]:
+    static = workdir / "report.lua"
+    static.write_text(_LUA_DONE)
+    tokens = workdir / "tokens.lua"
+    tokens.write_text(_LUA_TOKENS + _LUA_DONE)
+    return static, tokens
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, all its threads (/proc/<pid>/stat fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every process on the machine used (from /proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def envoy_authz_stats(stack: GatewayStack) -> dict[str, int]:
+    """Envoy's ext_authz filter counters (ok, denied, error, ...), by short name."""
+    assert stack.envoy is not None
+    stats = stack.envoy.stats("ext_authz")
+    return {name.rsplit("ext_authz.", 1)[1]: value for name, value in stats.items() if ".ext_authz." in name and "cluster." not in name}
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+_DECISION = re.compile(r'^gatehouse_authz_decisions_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def decisions(authz: ExtAuthzProcess) -> Counter[str]:
+    """``result/reason`` → count, from gatehouse_authz_decisions_total."""
+    counts: Counter[str] = Counter()
+    for match in _DECISION.finditer(authz.metrics_text()):
+        labels = dict(_LABEL.findall(match["labels"]))
+        counts[f"{labels.get('result')}/{labels.get('reason')}"] += int(float(match["value"]))
+    return counts
+
+
+# -- scenarios --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    path: str
+    description: str
+    token: str = "none"
+    """none | warm (one valid token) | cold_rs256 | cold_es256 | bad_signature | malformed"""
+    expect_status: int = 200
+    calls_authz: bool = True
+    trivial: bool = False
+    """Run against the second stack, whose ext_authz is a trivial grpc.aio servicer (returns OK)."""
+
+
+SCENARIOS = [
+    Scenario("open_direct", "/open/direct", "Envoy direct response, ext_authz disabled on the route: Envoy's ceiling", calls_authz=False),
+    Scenario("open_echo", "/open/echo", "proxied to the echo upstream, ext_authz disabled on the route: baseline A", calls_authz=False),
+    Scenario("warm_direct", "/auth/direct", "one valid RS256 token repeated (cache hit), direct response", "warm"),
+    Scenario("warm_echo", "/auth/echo", "one valid RS256 token repeated (cache hit), proxied to the echo upstream", "warm"),
+    Scenario("cold_rs256_direct", "/auth/direct", "a new RS256 token per request (full verification), direct response", "cold_rs256"),
+    Scenario("cold_es256_direct", "/auth/direct", "a new ES256 token per request (full verification), direct response", "cold_es256"),
+    Scenario("deny_bad_signature", "/auth/direct", "one RS256 token with a broken signature repeated: 401 (failures are not cached: RSA every time)", "bad_signature", 401),
+    Scenario("deny_malformed", "/auth/direct", "'Bearer not-a-jwt' repeated: 401 at the cheapest check", "malformed", 401),
+    Scenario("trivial_grpc_direct", "/auth/direct", "the same route and token, but Envoy's ext_authz is a trivial grpc.aio servicer that returns OK: bare grpcio's cost", "warm", trivial=True),
+]
+BY_NAME = {s.name: s for s in SCENARIOS}
+
+
+class Profiler:
+    """py-spy record (raw, --native, all non-idle threads) on the ext_authz process."""
+
+    def __init__(self, pid: int, output: Path, rate: int) -> None:
+        binary = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+        if binary is None:
+            raise SystemExit("--profile-dir needs py-spy: .venv/bin/pip install py-spy")
+        self.output = output
+        output.parent.mkdir(parents=True, exist_ok=True)
+        argv = [binary, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "--threads", "--native", "-o", str(output)]
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(1.0)  # attach before the load starts
+        if self.process.poll() is not None:
+            raise SystemExit(f"py-spy failed: {self.process.stderr.read().decode() if self.process.stderr else ''}")
+
+    def stop(self) -> dict[str, Any]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return summarise_profile(self.output) if self.output.exists() else {"error": "no py-spy output"}
+
+
+# Where a sample's time goes: the innermost frame that names a category wins.
+CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
+    ("gc", ("gc_collect",)),
+    ("jwt_crypto", ("jwt/", "cryptography/", "libcrypto", "_rust.abi3", "_openssl", "libssl")),
+    ("protobuf", ("google/protobuf", "_message.", "upb", "envoy/service/")),
+    ("metrics", ("prometheus_client/",)),
+    ("logging_audit", ("structlog/", "gatehouse/audit.py", "logging/")),
+    ("handler", ("ext_authz/",)),
+    ("grpc", ("grpc/", "cygrpc", "libgrpc")),
+    ("asyncio", ("asyncio/", "_asynciomodule", "selectors.py", "selectmodule")),
+]
+NAMED = {"gc", "jwt_crypto", "protobuf", "metrics", "logging_audit", "handler"}
+"""Categories whose functions have useful names (grpc's Cython frames are bare addresses)."""
+IDLE_LEAVES = ("epoll_wait", "epoll_pwait", "poll (", "select (")
+"""A thread blocked here is waiting for work, not using CPU."""
+SYSCALL_LEAVES = ("sendmsg", "recvmsg", "recv", "send", "write", "read", "eventfd_write", "eventfd_read", "writev", "syscall", "getpid")
+
+
+def _frame_name(frame: str) -> str:
+    name, _, where = frame.partition(" (")
+    path = where.rstrip(")").rsplit(":", 1)[0]
+    for marker in ("site-packages/", "lib/python3"):
+        if marker in path:
+            path = path.split(marker, 1)[1]
+            break
+    else:
+        if str(REPO_ROOT) in path:
+            path = path.split(str(REPO_ROOT) + "/", 1)[1]
+    return f"{name} ({path})"
+
+
+def _category(frames: list[str]) -> str:
+    for frame in reversed(frames):
+        for category, needles in CATEGORIES:
+            if any(n in frame for n in needles):
+                return category
+    return "other"
+
+
+def _state(frames: list[str]) -> str:
+    """idle (waiting for work), gil_wait (runnable, waiting for the GIL), or running."""
+    leaf = frames[-1]
+    if leaf.startswith(IDLE_LEAVES):
+        return "idle"
+    if any(f.startswith("take_gil") for f in frames):
+        return "gil_wait"
+    if any(f.startswith(("_queue_SimpleQueue_get", "PyThread_acquire_lock_timed", "pthread_cond_timedwait")) for f in frames):
+        return "idle"  # executor threads waiting on their queue
+    return "running"
+
+
+def summarise_profile(path: Path, top: int = 25) -> dict[str, Any]:
+    """Shares of the RUNNING samples (idle waits and GIL waits counted apart): by category,
+    by thread, by leaf function (self), by function anywhere on the stack (inclusive)."""
+    self_counts: Counter[str] = Counter()
+    inclusive: Counter[str] = Counter()
+    threads: Counter[str] = Counter()
+    categories: Counter[str] = Counter()
+    in_check: Counter[str] = Counter()
+    named: Counter[str] = Counter()
+    syscalls: Counter[str] = Counter()
+    states: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        frames = stack.split(";")
+        thread = next((f for f in frames if f.startswith("thread ")), "thread ?")
+        thread = re.sub(r"\(\d+\): ", "", thread)
+        functions = [_frame_name(f) for f in frames if " (" in f and not f.startswith(("process ", "thread "))]
+        if not functions:
+            continue
+        state = _state(functions)
+        states[state] += count
+        if state != "running":
+            continue
+        total += count
+        threads[thread] += count
+        self_counts[functions[-1]] += count
+        for function in set(functions):
+            inclusive[function] += count
+        category = _category(functions)
+        categories[category] += count
+        leaf = functions[-1].split(" (", 1)[0]
+        if leaf in SYSCALL_LEAVES:
+            syscalls[f"{leaf} under {category}"] += count
+        if any(f.startswith("AuthorizationService.Check (") for f in functions):
+            in_check[category] += count
+        for function in {f for f in functions if _category([f]) in NAMED}:
+            named[function] += count
+
+    def shares(counter: Counter[str], n: int = top) -> list[dict[str, Any]]:
+        return [{"name": f, "share": round(c / total, 3), "samples": c} for f, c in counter.most_common(n)] if total else []
+
+    in_check_total = sum(in_check.values())
+    return {
+        "raw_file": str(path),
+        "samples_by_state": dict(states),
+        "running_samples": total,
+        "categories": shares(categories),
+        "inside_Check": {"share": round(in_check_total / total, 3) if total else None, "by_category": shares(in_check)},
+        "syscall_leaves": shares(syscalls, 12),
+        "by_thread": shares(threads, 10),
+        "self": shares(self_counts),
+        "inclusive": shares(inclusive),
+        "inclusive_named": shares(named, 40),
+    }
+
+
+# -- the handler alone, in this process -------------------------------------------------
+
+
+def check_request(authorization: str | None, path: str = "/auth/direct") -> bytes:
+    """A serialized CheckRequest shaped like Envoy's (only the forwarded headers, the route's extensions)."""
+    from envoy.service.auth.v3 import external_auth_pb2
+
+    request = external_auth_pb2.CheckRequest()
+    http = request.attributes.request.http
+    http.method, http.path, http.host, http.protocol, http.scheme = "GET", path, "127.0.0.1", "HTTP/1.1", "http"
+    http.id = "1234567890"
+    http.headers["x-request-id"] = str(uuid.uuid4())
+    if authorization is not None:
+        http.headers["authorization"] = authorization
+    request.attributes.context_extensions.update({"route": "default/auth-direct", "scopes": SCOPE})
+    request.attributes.source.address.socket_address.address = "127.0.0.1"
+    request.attributes.destination.address.socket_address.address = "127.0.0.1"
+    return bytes(request.SerializeToString())
+
+
+async def _handler_cost(config_path: Path, cases: dict[str, list[bytes]], log_path: Path) -> dict[str, Any]:
+    """µs per check of the Authorization servicer's Check, called directly (no gRPC, no
+    event-loop round trips), with the ext_authz process's own config: keys, verifier,
+    revocation mirror (on the same Redis), audit log sink (to a file, as in the service)."""
+    import structlog
+
+    from envoy.service.auth.v3 import external_auth_pb2
+    from ext_authz.config import load_ext_authz_config
+    from ext_authz.jwks import IssuerKeys
+    from ext_authz.revocation import RevocationMirror
+    from ext_authz.runtime import GRACE_MARGIN
+    from ext_authz.service import AuthorizationService, Authorizer
+    from ext_authz.tokens import TokenVerifier
+    from gatehouse.audit import LogAuditSink
+    from gatehouse.logs import configure_logging
+
+    config = load_ext_authz_config(config_path)
+    configure_logging("debug", "json")  # what the harness passes to the service
+    log_file = open(log_path, "a")  # noqa: SIM115 - closed below
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=log_file))
+    keys = [IssuerKeys.from_config(i, session=None, base_dir=Path(config.base_dir)) for i in config.issuers]
+    mirror = None
+    try:
+        for k in keys:
+            await k.start()
+        verifier = TokenVerifier(keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
+        if config.revocation is not None:
+            mirror = RevocationMirror.from_config(config.revocation, grace=max(i.leeway for i in config.issuers) / 1000 + GRACE_MARGIN)
+            await mirror.start()
+            if not await mirror.wait_ready(10):
+                raise RuntimeError("revocation mirror not ready")
+        service = AuthorizationService(Authorizer(verifier, {i.issuer: i for i in config.issuers}, mirror), LogAuditSink())
+        parse = external_auth_pb2.CheckRequest.FromString
+        results: dict[str, Any] = {}
+        for name, blobs in cases.items():
+            requests = [parse(b) for b in blobs]
+            started = time.perf_counter()
+            for blob in blobs:
+                parse(blob)
+            parse_s = time.perf_counter() - started
+            responses = []
+            started = time.perf_counter()
+            for request in requests:
+                responses.append(await service.Check(request, None))
+            check_s = time.perf_counter() - started
+            started = time.perf_counter()
+            for response in responses:
+                response.SerializeToString()
+            serialize_s = time.perf_counter() - started
+            n = len(blobs)
+            statuses = Counter(r.denied_response.status.code if r.HasField("denied_response") else 200 for r in responses)
+            results[name] = {
+                "n": n,
+                "check_us": round(check_s * 1e6 / n, 1),
+                "parse_request_us": round(parse_s * 1e6 / n, 2),
+                "serialize_response_us": round(serialize_s * 1e6 / n, 2),
+                "total_us": round((parse_s + check_s + serialize_s) * 1e6 / n, 1),
+                "statuses": {str(k): v for k, v in statuses.items()},
+            }
+        return results
+    finally:
+        if mirror is not None:
+            await mirror.stop()
+        for k in keys:
+            await k.close()
+        structlog.reset_defaults()
+        log_file.close()
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+def routes() -> list[dict[str, Any]]:
+    backend = [{"service": "svc-a", "port": 8080}]
+    ok = {"status": 200, "body": "ok"}
+    required = {"scopes": [SCOPE]}
+    return [
+        route_doc("open-echo", {"match": {"pathPrefix": "/open/echo"}, "backends": backend, "auth": {"required": False}}),
+        route_doc("open-direct", {"match": {"pathPrefix": "/open/direct"}, "disabled": ok, "auth": {"required": False}}),
+        route_doc("auth-echo", {"match": {"pathPrefix": "/auth/echo"}, "backends": backend, "auth": required}),
+        route_doc("auth-direct", {"match": {"pathPrefix": "/auth/direct"}, "disabled": ok, "auth": required}),
+    ]
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.redis: RedisServer | None = None
+        self.authz: ExtAuthzProcess | None = None
+        self.stack: GatewayStack | None = None
+        self.trivial: ManagedProcess | None = None
+        self.trivial_stack: GatewayStack | None = None
+        self.rs256 = TestIssuer(audience=AUDIENCE)
+        self.es256 = Es256Issuer()
+        self.static_lua, self.tokens_lua = write_lua(workdir)
+        self.token_files: dict[str, Path] = {}
+        self.headers: dict[str, str | None] = {}
+
+    # setup / teardown
+
+    def prepare_tokens(self, wanted: list[Scenario]) -> dict[str, Any]:
+        info: dict[str, Any] = {}
+        ttl = 4 * 3600
+        kinds = {s.token for s in wanted}
+        if "cold_rs256" in kinds:
+            progress(f"signing {self.args.cold_tokens} RS256 tokens")
+            path = self.workdir / "tokens-rs256.txt"
+            info["cold_rs256"] = write_tokens(path, self.rs256, self.args.cold_tokens, ttl)
+            self.token_files["cold_rs256"] = path
+        if "cold_es256" in kinds:
+            progress(f"signing {self.args.cold_tokens} ES256 tokens")
+            path = self.workdir / "tokens-es256.txt"
+            info["cold_es256"] = write_tokens(path, self.es256, self.args.cold_tokens, ttl)
+            self.token_files["cold_es256"] = path
+        warm = self.rs256.token("warm-user", ttl=ttl, **claims(0))
+        self.headers = {
+            "none": None,
+            "warm": f"Bearer {warm}",
+            "bad_signature": f"Bearer {bad_signature(self.rs256.token('mallory', ttl=ttl, **claims(0)))}",
+            "malformed": "Bearer not-a-jwt",
+        }
+        return info
+
+    def _gateway(self, name: str, authz_address: str) -> GatewayStack:
+        extra: dict[str, Any] = {"extAuthz": {"address": [authz_address]}}
+        if self.args.authz_timeout:
+            extra["extAuthz"]["timeout"] = self.args.authz_timeout
+        stack = GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra)
+        stack.commit_routes({"routes.yaml": routes()})
+        try:
+            stack.start(wait_path="/open/direct")
+            for path in ("/open/echo", "/auth/echo", "/auth/direct"):
+                stack.wait_status(path, 401 if path.startswith("/auth") and name == "stack" else 200)
+        except BaseException:
+            stack.stop()
+            raise
+        return stack
+
+    def start(self) -> dict[str, Any]:
+        started = time.monotonic()
+        issuers = [
+            {"issuer": self.rs256.issuer, "audiences": [AUDIENCE], "requireJti": True,
+             "jwksFile": str(self.rs256.write_jwks(self.workdir / "jwks-rs256.json"))},
+            {"issuer": self.es256.issuer, "audiences": [AUDIENCE], "requireJti": True,
+             "jwksFile": str(self.es256.write_jwks(self.workdir / "jwks-es256.json"))},
+        ]
+        config: dict[str, Any] = {"issuers": issuers}
+        if not self.args.no_redis:
+            self.redis = RedisServer.start(log_dir=self.workdir / "redis")
+            config["revocation"] = {"redisUrl": self.redis.url}
+        self.authz = ExtAuthzProcess(self.workdir / "authz", config).start()
+        self.stack = self._gateway("stack", self.authz.address)
+        return {"start_s": round(time.monotonic() - started, 2)}
+
+    def start_trivial(self) -> None:
+        """A second gateway whose ext_authz is TRIVIAL_SERVER (started on first use)."""
+        if self.trivial_stack is not None:
+            return
+        script = self.workdir / "trivial_authz.py"
+        script.write_text(TRIVIAL_SERVER)
+        port = free_port()
+        self.trivial = ManagedProcess.start([sys.executable, str(script), f"127.0.0.1:{port}"], name="trivial-authz",
+                                            log_dir=self.workdir / "trivial", cwd=REPO_ROOT)
+        self.trivial.wait_until(lambda: port_open(port), 30, f"trivial ext_authz on :{port}")
+        self.trivial_stack = self._gateway("trivial-stack", f"127.0.0.1:{port}")
+
+    def stop(self) -> None:
+        for part in (self.trivial_stack, self.trivial, self.stack, self.authz, self.redis):
+            if part is not None:
+                try:
+                    part.stop()
+                except Exception as exc:  # keep stopping the others
+                    progress(f"stopping {part!r}: {exc}")
+
+    def preflight(self, scenario: Scenario) -> None:
+        """One request with this scenario's kind of token, before the load: right status?"""
+        stack = self.trivial_stack if scenario.trivial else self.stack
+        assert stack is not None
+        if scenario.token.startswith("cold_"):
+            issuer = self.rs256 if scenario.token == "cold_rs256" else self.es256
+            header: str | None = f"Bearer {issuer.token('preflight', **claims(0))}"  # not in the token file
+        else:
+            header = self.headers[scenario.token]
+        reply = stack.get(scenario.path, headers={"authorization": header} if header else {})
+        if reply.status != scenario.expect_status:
+            raise RuntimeError(f"{scenario.name}: {scenario.path} answered {reply.status}, expected {scenario.expect_status}: {reply.body[:300]!r}")
+
+    # one wrk run
+
+    def wrk(self, scenario: Scenario, duration: int, log_name: str) -> dict[str, Any]:
+        stack = self.trivial_stack if scenario.trivial else self.stack
+        assert stack is not None
+        url = f"http://127.0.0.1:{stack.listener_port}{scenario.path}"
+        argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s",
+                "--timeout", "5s", "--latency"]
+        if scenario.token.startswith("cold_"):
+            argv += ["-s", str(self.tokens_lua), url, "--", str(self.token_files[scenario.token]), str(self.args.threads)]
+        else:
+            header = self.headers[scenario.token]
+            if header:
+                argv += ["-H", f"Authorization: {header}"]
+            argv += ["-s", str(self.static_lua), url]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
+        (self.workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
+        line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
+        if result.returncode != 0 or line is None:
+            raise RuntimeError(f"wrk failed ({result.returncode}): {result.stderr[-2000:]}")
+        raw = json.loads(line[len(WRK_MARK):])
+        seconds = raw["duration_us"] / 1e6
+        return {
+            "requests": raw["requests"],
+            "duration_s": round(seconds, 3),
+            "rps": round(raw["requests"] / seconds, 1),
+            "latency_ms": {k: round(raw[src] / 1000, 3) for k, src in
+                           (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"), ("stdev", "lat_stdev"))},
+            "status_errors": raw["status"],
+            "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
+            "command": " ".join(argv).replace(str(self.workdir), "$WORKDIR"),
+        }
+
+    def run(self, scenario: Scenario, *, profile: bool) -> dict[str, Any]:
+        if scenario.trivial:
+            progress("starting the second gateway (trivial grpc.aio ext_authz)")
+            self.start_trivial()
+        stack = self.trivial_stack if scenario.trivial else self.stack
+        service = self.trivial if scenario.trivial else (self.authz.process if self.authz else None)
+        assert stack is not None and stack.envoy is not None and service is not None and self.authz is not None
+        self.preflight(scenario)
+        authz_pid = service.pid
+        envoy_pid = stack.envoy.pid
+        upstream_pid = stack.upstreams["svc-a"].pid
+        profiler = None
+        if profile:
+            profiler = Profiler(authz_pid, Path(self.args.profile_dir) / f"authz-{scenario.name}.txt", self.args.profile_rate)
+        before = decisions(self.authz)
+        envoy_before = envoy_authz_stats(stack)
+        cpu_before = {"authz": cpu_seconds(authz_pid), "envoy": cpu_seconds(envoy_pid), "upstream": cpu_seconds(upstream_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds()}
+        load_average = os.getloadavg()[0]
+        wall = time.monotonic()
+        load = self.wrk(scenario, self.args.duration, scenario.name)
+        wall = time.monotonic() - wall
+        cpu = {"authz": cpu_seconds(authz_pid) - cpu_before["authz"], "envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"],
+               "upstream": cpu_seconds(upstream_pid) - cpu_before["upstream"], "wrk": children_cpu_seconds() - cpu_before["wrk"], "machine": machine_busy_seconds() - cpu_before["machine"]}
+        made = decisions(self.authz) - before
+        envoy_after = envoy_authz_stats(stack)
+        result: dict[str, Any] = {"name": scenario.name, "path": scenario.path, "description": scenario.description,
+                                  "expect_status": scenario.expect_status, **load}
+        requests = load["requests"]
+        if scenario.trivial:
+            checks = requests  # the trivial servicer counts nothing; every request on this route is one check
+            result["checks_counted_by"] = "wrk requests (trivial servicer has no counter)"
+            if made:
+                result["warning"] = "Gatehouse's ext_authz made decisions during the trivial run"
+        else:
+            checks = sum(made.values())
+            result["checks_counted_by"] = "gatehouse_authz_decisions_total delta"
+            result["decisions"] = dict(sorted(made.items()))
+        expected_errors = requests if scenario.expect_status >= 400 else 0
+        result["status_as_expected"] = abs(load["status_errors"] - expected_errors) <= max(1, requests // 1000)
+        result["checks"] = checks
+        result["envoy_ext_authz"] = {k: v - envoy_before.get(k, 0) for k, v in envoy_after.items() if v - envoy_before.get(k, 0)}
+        result["checks_per_s"] = round(checks / load["duration_s"], 1) if checks else None
+        result["cpu"] = {
+            "ext_authz_us_per_check": round(cpu["authz"] * 1e6 / checks, 1) if checks else None,
+            "ext_authz_cores": round(cpu["authz"] / wall, 3),
+            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / max(1, requests), 1),
+            "envoy_cores": round(cpu["envoy"] / wall, 3),
+            "upstream_us_per_request": round(cpu["upstream"] * 1e6 / max(1, requests), 1),
+            "upstream_cores": round(cpu["upstream"] / wall, 3),
+            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / max(1, requests), 1),
+            "wrk_cores": round(cpu["wrk"] / wall, 3),
+            "machine_busy_cores": round(cpu["machine"] / wall, 3),
+            "other_processes_cores": round((cpu["machine"] - cpu["authz"] - cpu["envoy"] - cpu["upstream"] - cpu["wrk"]) / wall, 3),
+            "load_average_1m_before": round(load_average, 2),
+        }
+        if scenario.token.startswith("cold_"):
+            tokens = self.args.cold_tokens
+            exhausted = requests >= tokens - self.args.connections
+            result["cold"] = {"tokens": tokens, "exhausted": exhausted,
+                              "note": "each wrk thread stops when its slice is used up; no token is sent twice"}
+            if exhausted:
+                result["warning"] = "the token list ran out before --duration: rps is understated; raise --cold-tokens"
+        if profiler is not None:
+            result["profiled"] = True
+            result["profile"] = profiler.stop()
+        if not scenario.calls_authz and checks:
+            result["warning"] = "ext_authz made decisions on a route where it is disabled"
+        progress(
+            f"  {scenario.name:<20} {load['rps']:>9.1f} req/s  p50 {load['latency_ms']['p50']:.2f} ms  p99 {load['latency_ms']['p99']:.2f} ms  "
+            f"checks {checks}  ext_authz {result['cpu']['ext_authz_us_per_check']} us/check ({result['cpu']['ext_authz_cores']} cores)  "
+            f"status errors {load['status_errors']}{'' if result['status_as_expected'] else ' (UNEXPECTED)'}"
+        )
+        return result
+
+    def warm_up(self) -> None:
+        for name in ("open_direct", "warm_direct"):
+            scenario = BY_NAME[name]
+            self.preflight(scenario)
+            self.wrk(scenario, self.args.warmup, f"warmup-{name}")
+
+    def handler_cost(self, n: int) -> dict[str, Any]:
+        """The servicer's Check called directly in this process (see _handler_cost)."""
+        assert self.authz is not None
+        cases: dict[str, list[bytes]] = {
+            "warm": [check_request(self.headers["warm"])] * n,
+            "bad_signature": [check_request(self.headers["bad_signature"])] * n,
+            "malformed": [check_request(self.headers["malformed"])] * n,
+        }
+        for kind, path in self.token_files.items():
+            with open(path) as tokens:
+                lines = [line.strip() for line in tokens if line.strip()]
+            cases[kind] = [check_request(f"Bearer {t}") for t in lines[-n:]]
+        return asyncio.run(_handler_cost(self.authz.config_path, cases, self.workdir / "handler-cost.log"))
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+HANDLER_CASE = {"warm_direct": "warm", "warm_echo": "warm", "cold_rs256_direct": "cold_rs256", "cold_es256_direct": "cold_es256",
+                "deny_bad_signature": "bad_signature", "deny_malformed": "malformed"}
+
+
+def decomposition(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per check: the ext_authz process's CPU through Envoy = the servicer's own work (measured
+    in-process: Check + protobuf parse/serialize) + everything else (grpc.aio, the event loop,
+    syscalls, the poller thread). The trivial servicer's CPU per check is bare grpcio's."""
+    trivial = results.get("trivial_grpc_direct", {}).get("cpu", {}).get("ext_authz_us_per_check")
+    rows = []
+    for name, case in HANDLER_CASE.items():
+        if name not in results or case not in handler:
+            continue
+        total = results[name]["cpu"]["ext_authz_us_per_check"]
+        own = handler[case]["total_us"]
+        rows.append({
+            "scenario": name,
+            "ext_authz_cpu_us_per_check": total,
+            "servicer_in_process_us": own,
+            "of_which_Check_us": handler[case]["check_us"],
+            "rest_grpc_asyncio_us": round(total - own, 1) if total is not None else None,
+            "trivial_grpc_servicer_us": trivial,
+            "added_over_trivial_us": round(total - trivial, 1) if total is not None and trivial is not None else None,
+        })
+    return rows
+
+
+def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> dict[str, Any]:
+    def rps(name: str) -> float | None:
+        return results[name]["rps"] if name in results else None
+
+    def p50(name: str) -> float | None:
+        return results[name]["latency_ms"]["p50"] if name in results else None
+
+    baseline = {
+        "envoy_ceiling_rps": rps("open_direct"),
+        "proxied_no_authz_rps": rps("open_echo"),
+        "envoy_ceiling_p50_ms": p50("open_direct"),
+        "proxied_no_authz_p50_ms": p50("open_echo"),
+    }
+    ratios = {
+        "open_echo_over_open_direct": ratio(rps("open_echo"), rps("open_direct")),
+        "warm_direct_over_open_direct": ratio(rps("warm_direct"), rps("open_direct")),
+        "warm_echo_over_open_echo": ratio(rps("warm_echo"), rps("open_echo")),
+        "cold_rs256_direct_over_open_direct": ratio(rps("cold_rs256_direct"), rps("open_direct")),
+        "cold_es256_direct_over_open_direct": ratio(rps("cold_es256_direct"), rps("open_direct")),
+        "cold_rs256_over_warm_direct": ratio(rps("cold_rs256_direct"), rps("warm_direct")),
+        "cold_es256_over_warm_direct": ratio(rps("cold_es256_direct"), rps("warm_direct")),
+        "deny_bad_signature_over_open_direct": ratio(rps("deny_bad_signature"), rps("open_direct")),
+        "deny_malformed_over_open_direct": ratio(rps("deny_malformed"), rps("open_direct")),
+        "trivial_grpc_direct_over_open_direct": ratio(rps("trivial_grpc_direct"), rps("open_direct")),
+        "warm_direct_over_trivial_grpc_direct": ratio(rps("warm_direct"), rps("trivial_grpc_direct")),
+    }
+    added = {
+        f"{name}_p50_added_ms": round(p50(name) - p50(base), 3)  # type: ignore[operator]
+        for name, base in (("warm_direct", "open_direct"), ("warm_echo", "open_echo"), ("cold_rs256_direct", "open_direct"),
+                           ("cold_es256_direct", "open_direct"))
+        if name in results and base in results
+    }
+    table = [
+        {
+            "scenario": r["name"],
+            "rps": r["rps"],
+            "p50_ms": r["latency_ms"]["p50"],
+            "p99_ms": r["latency_ms"]["p99"],
+            "checks_per_s": r["checks_per_s"],
+            "ext_authz_us_per_check": r["cpu"]["ext_authz_us_per_check"],
+            "ext_authz_cores": r["cpu"]["ext_authz_cores"],
+            "envoy_us_per_request": r["cpu"]["envoy_us_per_request"],
+            "other_processes_cores": r["cpu"]["other_processes_cores"],
+            "status_as_expected": r["status_as_expected"],
+        }
+        for r in results.values()
+    ]
+    return {"baseline": baseline, "ratios": {k: v for k, v in ratios.items() if v is not None}, "latency_added": added,
+            "table": table, "cpu_per_check_decomposition": decomposition(results, handler)}
+
+
+def machine() -> dict[str, Any]:
+    envoy = shutil.which("envoy", path=str(Path(sys.executable).parent)) or "envoy"
+    try:
+        envoy_version = subprocess.run([envoy, "--version"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[-1]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        envoy_version = None
+    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0:1]
+    versions: dict[str, str | None] = {}
+    for dist in ("grpcio", "protobuf", "PyJWT", "cryptography", "prometheus-client", "structlog"):
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30).stdout.rstrip("\n")
+
+    return {
+        "git_head": git("rev-parse", "--short", "HEAD"),
+        "git_dirty": [line[3:] for line in git("status", "--porcelain", "--", "ext_authz", "gatehouse", "control_plane").splitlines()],
+        "cpus": os.cpu_count(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "envoy": envoy_version,
+        "wrk": wrk_version[0].strip() if wrk_version else None,
+        "packages": versions,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=10.0, help="seconds per scenario (default: %(default)s)")
+    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=2.0, help="seconds of unmeasured load on open_direct and warm_direct first (0: none)")
+    parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated, in this order (default: all)")
+    parser.add_argument("--cold-tokens", type=int, default=50_000, help="pre-generated tokens per cold scenario (default: %(default)s)")
+    parser.add_argument("--no-redis", action="store_true", help="run ext_authz without revocation (no Redis, no mirror)")
+    parser.add_argument("--authz-timeout", help="the control plane's extAuthz.timeout (Envoy's check timeout; default 250ms)")
+    parser.add_argument("--profile-dir", help="py-spy record --native on ext_authz during each scenario that calls it (perturbs the numbers)")
+    parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (default: %(default)s)")
+    parser.add_argument("--handler-checks", type=int, default=2000, help="calls per case of the in-process Check measurement (0: skip)")
+    parser.add_argument("--workdir", help="where tokens, configs and logs go (default: a temporary directory, removed unless --keep)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.scenarios.split(",") if n and n not in BY_NAME]
+    if unknown:
+        parser.error(f"unknown scenarios {unknown}; known: {', '.join(BY_NAME)}")
+    if args.connections < args.threads:
+        parser.error("--connections must be at least --threads")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk not found: apt-get install wrk")
+    wanted = [BY_NAME[n] for n in args.scenarios.split(",") if n]
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-authz-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    progress(f"work directory {workdir}")
+    report: dict[str, Any] = {
+        "benchmark": "authz",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "settings": {
+            "duration_s": args.duration,
+            "connections": args.connections,
+            "wrk_threads": args.threads,
+            "warmup_s": args.warmup,
+            "envoy_concurrency": ENVOY_CONCURRENCY,
+            "cold_tokens": args.cold_tokens,
+            "revocation": "redis mirror (local, no Redis round trip per check)" if not args.no_redis else "off",
+            "ext_authz_timeout": args.authz_timeout or "250ms (default)",
+            "profiled": bool(args.profile_dir),
+            "upstream": "examples/upstream/echo.py (Python/aiohttp), one process",
+        },
+        "machine": machine(),
+    }
+    started = time.monotonic()
+    bench = Bench(args, workdir)
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        report["tokens"] = bench.prepare_tokens(wanted)
+        progress("starting Redis, ext_authz, control plane, Envoy, upstream")
+        report["stack"] = bench.start()
+        if args.warmup > 0:
+            progress(f"warm-up: {args.warmup:g} s on open_direct and warm_direct")
+            bench.warm_up()
+        for scenario in wanted:
+            results[scenario.name] = bench.run(scenario, profile=bool(args.profile_dir) and scenario.calls_authz)
+        if args.handler_checks > 0:
+            progress(f"the servicer's Check in-process, {args.handler_checks} calls per case")
+            report["handler_in_process"] = bench.handler_cost(args.handler_checks)
+            for name, case in report["handler_in_process"].items():
+                progress(f"  {name:<14} Check {case['check_us']} us + parse {case['parse_request_us']} us + serialize {case['serialize_response_us']} us")
+    finally:
+        bench.stop()
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        if not args.keep and not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report.update(summarise(results, report.get("handler_in_process", {})))
+    report["scenarios"] = list(results.values())
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

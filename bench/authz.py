@@ -18,7 +18,16 @@ used up, so no token is sent twice); deny scenarios send an invalid token (401).
 requests/s, latency percentiles, the ext_authz decisions made (``gatehouse_authz_decisions_total``
 deltas, by result and reason), and CPU per check of the ext_authz process (utime+stime from
 /proc/<pid>/stat, all threads: Python and grpc's C threads), plus Envoy's, the upstream's and
-wrk's CPU per request.
+wrk's CPU per request, and the ext_authz process's context switches per check.
+
+Two more measurements answer "grpc.aio or our handler?":
+- ``trivial_grpc_direct``: a second gateway whose ext_authz is a trivial grpc.aio servicer
+  (same server options, returns a constant OK): bare grpcio's CPU per check, same route;
+- ``handler_in_process``: the servicer's ``Check`` called directly in this process (same
+  config, keys, verifier, revocation mirror on the same Redis, audit sink to a file), plus
+  CheckRequest parsing and CheckResponse serialization: our own µs per check, no gRPC.
+``cpu_per_check_decomposition`` puts the three side by side. ``--profile-dir`` adds
+``py-spy record --native`` of the ext_authz process during each scenario that calls it.
 
     .venv/bin/python bench/authz.py                          # all scenarios, 10 s each
     .venv/bin/python bench/authz.py --duration 20 --connections 64 --threads 2
@@ -99,7 +108,8 @@ class Es256Issuer:
         return jwt.encode(payload, self.key, algorithm="ES256", headers={"kid": self.kid})
 
 
-def claims(index: int) -> dict[str, Any]:
+def claims() -> dict[str, Any]:
+    """Every bench token's extra claims: the route's scope and a role (all three identity headers set)."""
     return {"scope": f"{SCOPE} bench:write", "role": "user"}
 
 
@@ -108,7 +118,7 @@ def write_tokens(path: Path, issuer: TestIssuer | Es256Issuer, count: int, ttl: 
     started = time.perf_counter()
     with open(path, "w") as out:
         for index in range(count):
-            out.write(issuer.token(f"user-{index}", ttl=ttl, **claims(index)))
+            out.write(issuer.token(f"user-{index}", ttl=ttl, **claims()))
             out.write("\n")
     seconds = time.perf_counter() - started
     return {"count": count, "file": str(path), "generate_s": round(seconds, 2), "bytes_each": len(path.read_text().split("\n", 1)[0])}
@@ -147,7 +157,7 @@ end
 
 function init(args)
   local path, nthreads = args[1], tonumber(args[2])
-  requests_list, count, index, exhausted = {}, 0, 0, 0
+  requests_list, count, index = {}, 0, 0
   local line_number = 0
   for line in io.lines(path) do
     if line ~= "" then
@@ -163,7 +173,6 @@ end
 function request()
   index = index + 1
   if index > count then
-    exhausted = exhausted + 1
     wrk.thread:stop()
     return requests_list[count]
   end
@@ -208,11 +217,28 @@ def write_lua(workdir: Path) -> tuple[Path, Path]:
     return static, tokens
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, all its threads (/proc/<pid>/stat fields 14 and 15)."""
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process, all its threads (/proc/<pid>/stat fields 14 and 15), seconds."""
     with open(f"/proc/{pid}/stat") as stat:
         fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
+def cpu_seconds(pid: int) -> float:
+    return sum(cpu_times(pid))
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary + involuntary context switches of every thread of a process."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:  # the thread ended
+            continue
+        total += sum(int(line.split()[1]) for line in text.splitlines() if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+    return total
 
 
 def machine_busy_seconds() -> float:
@@ -550,11 +576,11 @@ class Bench:
             path = self.workdir / "tokens-es256.txt"
             info["cold_es256"] = write_tokens(path, self.es256, self.args.cold_tokens, ttl)
             self.token_files["cold_es256"] = path
-        warm = self.rs256.token("warm-user", ttl=ttl, **claims(0))
+        warm = self.rs256.token("warm-user", ttl=ttl, **claims())
         self.headers = {
             "none": None,
             "warm": f"Bearer {warm}",
-            "bad_signature": f"Bearer {bad_signature(self.rs256.token('mallory', ttl=ttl, **claims(0)))}",
+            "bad_signature": f"Bearer {bad_signature(self.rs256.token('mallory', ttl=ttl, **claims()))}",
             "malformed": "Bearer not-a-jwt",
         }
         return info
@@ -616,7 +642,7 @@ class Bench:
         assert stack is not None
         if scenario.token.startswith("cold_"):
             issuer = self.rs256 if scenario.token == "cold_rs256" else self.es256
-            header: str | None = f"Bearer {issuer.token('preflight', **claims(0))}"  # not in the token file
+            header: str | None = f"Bearer {issuer.token('preflight', **claims())}"  # not in the token file
         else:
             header = self.headers[scenario.token]
         reply = stack.get(scenario.path, headers={"authorization": header} if header else {})
@@ -642,7 +668,7 @@ class Bench:
         (self.workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
         line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
         if result.returncode != 0 or line is None:
-            raise RuntimeError(f"wrk failed ({result.returncode}): {result.stderr[-2000:]}")
+            raise RuntimeError(f"wrk failed ({result.returncode}): {(result.stdout + result.stderr)[-2000:]}")
         raw = json.loads(line[len(WRK_MARK):])
         seconds = raw["duration_us"] / 1e6
         return {
@@ -673,12 +699,16 @@ class Bench:
         before = decisions(self.authz)
         envoy_before = envoy_authz_stats(stack)
         cpu_before = {"authz": cpu_seconds(authz_pid), "envoy": cpu_seconds(envoy_pid), "upstream": cpu_seconds(upstream_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds()}
+        switches_before = context_switches(authz_pid)
+        authz_system_before = cpu_times(authz_pid)[1]
         load_average = os.getloadavg()[0]
         wall = time.monotonic()
         load = self.wrk(scenario, self.args.duration, scenario.name)
         wall = time.monotonic() - wall
         cpu = {"authz": cpu_seconds(authz_pid) - cpu_before["authz"], "envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"],
                "upstream": cpu_seconds(upstream_pid) - cpu_before["upstream"], "wrk": children_cpu_seconds() - cpu_before["wrk"], "machine": machine_busy_seconds() - cpu_before["machine"]}
+        switches = context_switches(authz_pid) - switches_before
+        authz_system = cpu_times(authz_pid)[1] - authz_system_before
         made = decisions(self.authz) - before
         envoy_after = envoy_authz_stats(stack)
         result: dict[str, Any] = {"name": scenario.name, "path": scenario.path, "description": scenario.description,
@@ -701,6 +731,8 @@ class Bench:
         result["cpu"] = {
             "ext_authz_us_per_check": round(cpu["authz"] * 1e6 / checks, 1) if checks else None,
             "ext_authz_cores": round(cpu["authz"] / wall, 3),
+            "ext_authz_kernel_share": round(authz_system / cpu["authz"], 3) if cpu["authz"] else None,
+            "ext_authz_context_switches_per_check": round(switches / checks, 2) if checks else None,
             "envoy_us_per_request": round(cpu["envoy"] * 1e6 / max(1, requests), 1),
             "envoy_cores": round(cpu["envoy"] / wall, 3),
             "upstream_us_per_request": round(cpu["upstream"] * 1e6 / max(1, requests), 1),
@@ -864,10 +896,10 @@ def machine() -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10.0, help="seconds per scenario (default: %(default)s)")
+    parser.add_argument("--duration", type=int, default=10, help="seconds per scenario (default: %(default)s)")
     parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2.0, help="seconds of unmeasured load on open_direct and warm_direct first (0: none)")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load on open_direct and warm_direct first (0: none)")
     parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated, in this order (default: all)")
     parser.add_argument("--cold-tokens", type=int, default=50_000, help="pre-generated tokens per cold scenario (default: %(default)s)")
     parser.add_argument("--no-redis", action="store_true", help="run ext_authz without revocation (no Redis, no mirror)")

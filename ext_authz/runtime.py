@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from pathlib import Path
 
 import aiohttp
@@ -30,6 +31,7 @@ log = structlog.get_logger(component="ext_authz")
 # A revocation outlives its token's exp by at least the largest leeway (tokens are
 # accepted until exp + leeway), plus this margin for clock differences.
 GRACE_MARGIN = 60.0
+AUDIT_WINDOW = 10.0
 
 
 class ExtAuthz:
@@ -66,7 +68,8 @@ class ExtAuthz:
                 log.warning("revocation_disabled", detail="no revocation: configured; jti and blocked subjects are not checked")
             authorizer = Authorizer(verifier, {i.issuer: i for i in config.issuers}, self.mirror)
             server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-            external_auth_pb2_grpc.add_AuthorizationServicer_to_server(AuthorizationService(authorizer, self.audit), server)
+            service = AuthorizationService(authorizer, self.audit)
+            external_auth_pb2_grpc.add_AuthorizationServicer_to_server(service, server)
             try:
                 server.add_insecure_port(config.listen)
             except RuntimeError as exc:
@@ -83,8 +86,13 @@ class ExtAuthz:
             if admin is not None:
                 await admin.start()
             log.info("ext_authz_started", listen=config.listen, issuers=[i.issuer for i in config.issuers])
+            # The long-lived objects are built: keep the cycle collector off them (see control_plane/heap.py).
+            gc.collect()
+            gc.freeze()
             try:
-                await asyncio.Event().wait()
+                while True:
+                    await asyncio.sleep(AUDIT_WINDOW)
+                    service.flush_audit()
             finally:
                 if admin is not None:
                     await admin.stop()

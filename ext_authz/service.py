@@ -24,11 +24,13 @@ from ext_authz.requirements import check_requirements
 from ext_authz.responses import allowed, denied
 from ext_authz.revocation import RevocationMirror
 from ext_authz.tokens import TokenVerifier
-from gatehouse.audit import AUTHZ_DENIED, AuditEvent, AuditSink
+from ext_authz.denial_audit import DenialAudit
+from gatehouse.audit import AuditSink
 
 log = structlog.get_logger(component="ext_authz")
 
 USER_ID_HEADER = "x-user-id"
+RESPONSE_CACHE_SIZE = 10_000
 
 
 class Authorizer:
@@ -69,9 +71,11 @@ class Authorizer:
 
 
 class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # type: ignore[misc]
-    def __init__(self, authorizer: Authorizer, audit: AuditSink) -> None:
+    def __init__(self, authorizer: Authorizer, audit: AuditSink | DenialAudit) -> None:
         self._authorizer = authorizer
-        self._audit = audit
+        self._audit = audit if isinstance(audit, DenialAudit) else DenialAudit(audit)
+        self._allowed = metrics.DECISIONS.labels("allow", "ok")
+        self._responses: dict[tuple[bytes, str], external_auth_pb2.CheckResponse] = {}
 
     async def Check(  # noqa: N802 - gRPC method name
         self, request: external_auth_pb2.CheckRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -79,22 +83,24 @@ class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # typ
         attributes = request.attributes
         headers = attributes.request.http.headers
         try:
-            identity, _ = await self._authorizer.decide(headers, attributes.context_extensions)
+            identity, token = await self._authorizer.decide(headers, attributes.context_extensions)
         except AuthzError as exc:
             metrics.DECISIONS.labels("deny", exc.reason).inc()
-            self._audit_denial(exc, attributes.context_extensions.get("route", ""))
+            self._audit.denied(exc, attributes.context_extensions.get("route", ""))
             return denied(exc, headers.get("x-request-id", ""))
-        metrics.DECISIONS.labels("allow", "ok").inc()
-        return allowed(identity, sorted(self._authorizer.claim_header_names - identity.keys()))
+        self._allowed.inc()
+        return self._allowed_response(token.token_hash, token.issuer, identity)
 
-    def _audit_denial(self, error: AuthzError, route: str) -> None:
-        self._audit.emit(
-            AuditEvent(
-                kind=AUTHZ_DENIED,
-                actor="ext_authz",
-                subject=error.subject,
-                jti=error.jti,
-                reason=error.reason,
-                details={"route": route, "status": error.status},
-            )
-        )
+    def _allowed_response(self, token_hash: bytes, issuer: str, identity: dict[str, str]) -> external_auth_pb2.CheckResponse:
+        """OK responses depend only on the token: built once per token, then reused."""
+        key = (token_hash, issuer)
+        response = self._responses.get(key)
+        if response is None:
+            if len(self._responses) >= RESPONSE_CACHE_SIZE:
+                self._responses.clear()
+            response = allowed(identity, sorted(self._authorizer.claim_header_names - identity.keys()))
+            self._responses[key] = response
+        return response
+
+    def flush_audit(self) -> None:
+        self._audit.flush()

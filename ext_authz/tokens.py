@@ -39,8 +39,6 @@ from types import MappingProxyType
 from typing import Any
 
 import jwt
-from jwt.exceptions import InvalidJTIError, InvalidSubjectError
-from jwt.types import Options
 
 from ext_authz.config import Issuer
 from ext_authz.errors import TokenError
@@ -153,6 +151,36 @@ def check_header(header: Mapping[str, Any]) -> tuple[str, str | None]:
     return alg, kid
 
 
+def _check_signature(signing_input: bytes, signature: bytes, pyjwk: jwt.PyJWK, alg: str) -> None:
+    """The signature, checked with the key's library object directly: the payload is already
+    parsed here, and PyJWT's decode would parse and re-validate the token a second time."""
+    try:
+        algorithm = jwt.get_algorithm_by_name(alg)
+        valid = algorithm.verify(signing_input, pyjwk.key, signature)
+    except (NotImplementedError, ValueError, TypeError, jwt.PyJWTError):
+        raise TokenError("bad_signature", "the key cannot verify this token") from None
+    if not valid:
+        raise TokenError("bad_signature", "the signature does not verify")
+
+
+def _check_claims(claims: Mapping[str, Any], policy: _Policy) -> None:
+    for name in policy.required:
+        if claims.get(name) is None:  # null counts as missing, as in RFC 7519 processing
+            if name == "aud":
+                raise TokenError("audience", "the token has no audience")
+            if name == "jti":
+                raise TokenError("missing_jti", "the token has no jti")
+            raise TokenError("missing_claim", f"required claim '{name}' is missing")
+    if policy.audiences:
+        aud = claims.get("aud")
+        values = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else None
+        if not values or not all(isinstance(v, str) for v in values) or not policy.audiences.intersection(values):
+            raise TokenError("audience", "the token is not for an accepted audience")
+    for name in ("sub", "jti"):
+        if name in claims and not isinstance(claims[name], str):
+            raise TokenError("bad_claim", "sub and jti must be strings")
+
+
 def _numeric_date(claims: Mapping[str, Any], name: str) -> float | None:
     value = claims.get(name)
     if value is None:
@@ -166,7 +194,8 @@ def _numeric_date(claims: Mapping[str, Any], name: str) -> float | None:
 class _Policy:
     keys: IssuerKeys
     issuer: Issuer
-    options: Options
+    required: tuple[str, ...]
+    audiences: frozenset[str]
     leeway: float
 
 
@@ -179,15 +208,19 @@ class _Cached:
 
 def _policy(keys: IssuerKeys) -> _Policy:
     issuer = keys.issuer
-    require = list(dict.fromkeys([*issuer.required_claims, "exp", "iss", *(["aud"] if issuer.audiences else [])]))
-    options: Options = {
-        "require": require,
-        "verify_aud": bool(issuer.audiences),
-        "verify_exp": False,
-        "verify_nbf": False,
-        "verify_iat": False,
-    }
-    return _Policy(keys, issuer, options, issuer.leeway / 1000)
+    required = tuple(dict.fromkeys([*issuer.required_claims, "exp", "iss", *(["aud"] if issuer.audiences else [])]))
+    return _Policy(keys, issuer, required, frozenset(issuer.audiences), issuer.leeway / 1000)
+
+
+# Failures that the same token string will always meet again: remembered for a while so a
+# replayed bad token costs a hash lookup, not a signature check. Time- and key-dependent
+# failures (expired, not_yet_valid, unknown_kid, no_keys) are not remembered.
+_STABLE_FAILURES = frozenset(
+    {"malformed", "bad_signature", "alg_not_allowed", "untrusted_key_header", "unknown_crit", "bad_kid",
+     "unknown_issuer", "audience", "missing_claim", "bad_claim", "missing_jti", "issued_in_future"}
+)
+FAILURE_CACHE_SIZE = 10_000
+FAILURE_CACHE_SECONDS = 60.0
 
 
 class TokenVerifier:
@@ -209,6 +242,7 @@ class TokenVerifier:
         self._max_token_bytes = max_token_bytes
         self._clock = clock
         self._cache: TokenCache[_Cached] = TokenCache(cache_size, max_age=cache_max_age, max_bytes=cache_max_bytes)
+        self._failures: TokenCache[tuple[str, str]] = TokenCache(FAILURE_CACHE_SIZE, max_age=FAILURE_CACHE_SECONDS)
         self.cache_hits = 0
         self.verifications = 0
 
@@ -220,19 +254,31 @@ class TokenVerifier:
         if cached is not None and now < cached.token.expires_at and cached.keys.is_current(cached.kid):
             self.cache_hits += 1  # the same string passed every check below, signature included
             return cached.token
-        _check_segments(token)
-        header_segment, payload_segment, _ = token.split(".")
-        alg, kid = check_header(_json_object(header_segment, "header"))
-        unverified = _json_object(payload_segment, "payload")
-        policy = self._issuer(unverified)
-        pyjwk = await policy.keys.key_for(kid, alg)
-        self.verifications += 1
-        claims = self._decode(token, pyjwk, alg, policy)
-        verified = self._finish(claims, policy, digest)
+        failed = self._failures.get(digest, now)
+        if failed is not None:
+            raise TokenError(*failed)
+        try:
+            verified, kid, policy = await self._verify_new(token, digest)
+        except TokenError as exc:
+            if exc.reason in _STABLE_FAILURES:
+                self._failures.put(digest, (exc.reason, exc.message), expires_at=now + FAILURE_CACHE_SECONDS, now=now)
+            raise
         self._cache.put(
             digest, _Cached(verified, policy.keys, kid), expires_at=verified.expires_at, now=self._clock(), size=len(token)
         )
         return verified
+
+    async def _verify_new(self, token: str, digest: bytes) -> tuple[VerifiedToken, str | None, _Policy]:
+        _check_segments(token)
+        header_segment, payload_segment, signature_segment = token.split(".")
+        alg, kid = check_header(_json_object(header_segment, "header"))
+        claims = _json_object(payload_segment, "payload")
+        policy = self._issuer(claims)
+        pyjwk = await policy.keys.key_for(kid, alg)
+        self.verifications += 1
+        _check_signature(f"{header_segment}.{payload_segment}".encode(), _b64url(signature_segment), pyjwk, alg)
+        _check_claims(claims, policy)
+        return self._finish(claims, policy, digest), kid, policy
 
     def _issuer(self, unverified: Mapping[str, Any]) -> _Policy:
         iss = unverified.get("iss")
@@ -242,39 +288,6 @@ class TokenVerifier:
         if policy is None:
             raise TokenError("unknown_issuer", "the token's issuer is not configured")
         return policy
-
-    @staticmethod
-    def _decode(token: str, pyjwk: jwt.PyJWK, alg: str, policy: _Policy) -> dict[str, Any]:
-        """Signature, iss, aud and required claims by PyJWT, its errors mapped to reasons."""
-        try:
-            return jwt.decode(
-                token,
-                key=pyjwk.key,
-                algorithms=[alg],
-                audience=policy.issuer.audiences or None,
-                issuer=policy.issuer.issuer,
-                options=policy.options,
-            )
-        except jwt.InvalidSignatureError:
-            raise TokenError("bad_signature", "the signature does not verify") from None
-        except jwt.MissingRequiredClaimError as exc:
-            if exc.claim == "aud":
-                raise TokenError("audience", "the token has no audience") from None
-            if exc.claim == "jti":
-                raise TokenError("missing_jti", "the token has no jti") from None
-            raise TokenError("missing_claim", f"required claim '{exc.claim}' is missing") from None
-        except jwt.InvalidAudienceError:
-            raise TokenError("audience", "the token is not for an accepted audience") from None
-        except jwt.InvalidIssuerError:
-            raise TokenError("unknown_issuer", "the token's issuer is not configured") from None
-        except jwt.InvalidAlgorithmError:
-            raise TokenError("alg_not_allowed", "the token's algorithm does not match its key") from None
-        except (InvalidSubjectError, InvalidJTIError):
-            raise TokenError("bad_claim", "sub and jti must be strings") from None
-        except jwt.InvalidKeyError:
-            raise TokenError("bad_signature", "the key cannot verify this token") from None
-        except jwt.PyJWTError:
-            raise TokenError("malformed", "the token cannot be decoded") from None
 
     def _finish(self, claims: dict[str, Any], policy: _Policy, digest: bytes) -> VerifiedToken:
         now, leeway = self._clock(), policy.leeway

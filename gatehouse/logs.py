@@ -33,7 +33,8 @@ def configure_logging(level: str = "info", fmt: Format = "json") -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        # Not cached: the CLI configures once for offline commands, services again with their flags.
-        cache_logger_on_first_use=False,
+        # Cached (it matters on hot paths): the CLI configures for offline commands, services
+        # configure again with their flags before anything has logged.
+        cache_logger_on_first_use=True,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")

@@ -11,6 +11,7 @@ import pytest
 from ext_authz.errors import TokenError, UnavailableError
 from ext_authz.jwks import IssuerKeys
 from ext_authz.token_cache import TokenCache, token_digest
+import ext_authz.tokens as tokens_module
 from ext_authz.tokens import TokenVerifier
 from tests.unit.ext_authz.signing import NOW, FakeClock, FakeSource, claims, ec_key, issuer, rsa_key
 
@@ -116,15 +117,15 @@ async def keys(source: FakeSource, mono: FakeClock) -> IssuerKeys:
 
 @pytest.fixture
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every jwt.decode the verifier makes (i.e. every signature check)."""
+    """Every signature check the verifier makes."""
     calls: list[str] = []
-    real = jwt.decode
+    real = tokens_module._check_signature
 
-    def counting(token: str, *args: Any, **kwargs: Any) -> Any:
-        calls.append(token)
-        return real(token, *args, **kwargs)
+    def counting(signing_input: bytes, *args: Any, **kwargs: Any) -> Any:
+        calls.append(signing_input.decode())
+        return real(signing_input, *args, **kwargs)
 
-    monkeypatch.setattr("ext_authz.tokens.jwt.decode", counting)
+    monkeypatch.setattr(tokens_module, "_check_signature", counting)
     return calls
 
 
@@ -211,10 +212,27 @@ async def test_cache_size_zero_verifies_every_time(keys: IssuerKeys, clock: Fake
     assert len(decodes) == 3 and verifier.cache_hits == 0
 
 
-async def test_a_denied_token_is_never_cached(keys: IssuerKeys, clock: FakeClock, decodes: list[str]) -> None:
+async def test_a_denied_token_is_never_accepted_and_a_stable_failure_is_remembered(
+    keys: IssuerKeys, clock: FakeClock, decodes: list[str]
+) -> None:
     verifier = make(keys, clock)
     token = rsa_key().sign(claims(aud="other"))
-    for _ in range(2):
-        with pytest.raises(TokenError):
+    for _ in range(3):
+        with pytest.raises(TokenError) as info:
             await verifier.verify(f"Bearer {token}")
+        assert info.value.reason == "audience"
+    assert len(decodes) == 1, "a replayed bad token must not cost a signature check each time"
+    clock.advance(61)  # remembered for a minute only
+    with pytest.raises(TokenError):
+        await verifier.verify(f"Bearer {token}")
     assert len(decodes) == 2
+
+
+async def test_a_time_dependent_failure_is_not_remembered(keys: IssuerKeys, clock: FakeClock, decodes: list[str]) -> None:
+    verifier = make(keys, clock)
+    token = rsa_key().sign(claims(nbf=int(NOW) + 120))
+    with pytest.raises(TokenError) as info:
+        await verifier.verify(f"Bearer {token}")
+    assert info.value.reason == "not_yet_valid"
+    clock.advance(120)
+    assert (await verifier.verify(f"Bearer {token}")).subject == "user-1"

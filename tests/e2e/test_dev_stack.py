@@ -26,4 +26,5 @@ def test_dev_stack_serves_the_examples_and_a_live_change(tmp_path: Path) -> None
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert "dev check: ok" in result.stdout
-    assert f"curl -si http://127.0.0.1:{port}/api/v2/orders/bulk" in result.stdout
+    assert f'curl -si -H "Authorization: Bearer $WRITE" http://127.0.0.1:{port}/api/v2/orders/bulk' in result.stdout
+    assert "export READ=$(gatehouse token" in result.stdout

@@ -50,6 +50,15 @@ class ExtAuthz(Model):
     """If the service cannot answer: false denies with 503 (default), true lets requests through."""
 
 
+class RateLimitService(Model):
+    """Where Envoy finds ratelimit_svc (usually a sidecar on localhost)."""
+
+    address: HostPort | list[HostPort]
+    timeout: Duration = 100
+    fail_closed: bool = False
+    """If the service cannot answer: false lets requests through (default), true answers 500."""
+
+
 class Debounce(Model):
     quiet: Duration = 20
     max_delay: Duration = 250
@@ -113,6 +122,7 @@ class ControlPlaneConfig(Model):
     admin: Listen = Listen(address="127.0.0.1:19000")
     gateway: Gateway = Gateway()
     ext_authz: ExtAuthz | None = None
+    rate_limit: RateLimitService | None = None
     node_groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")], Gateway] = {}
     """Envoys whose node.cluster names a group here listen where the group says; the rest
     use `gateway`. Routes, clusters and endpoints are the same for every group."""

@@ -56,6 +56,8 @@ class Proxy:
     connected_at: float = field(default_factory=time.time)
     acked: dict[str, str] = field(default_factory=dict)
     nacked: dict[str, Nack] = field(default_factory=dict)
+    subscribed: set[str] = field(default_factory=set)
+    """Types this client asked for (Envoy: CDS/EDS/LDS/RDS; ratelimit_svc: RLS)."""
 
 
 class ConfigOutcomes(Protocol):
@@ -140,6 +142,7 @@ class ProxyStatus:
                     "protocol": p.protocol,
                     "connected_at": p.connected_at,
                     "acked": dict(p.acked),
+                    "subscribed": sorted(p.subscribed),
                     "nacked": {k: v.as_dict() for k, v in p.nacked.items()},
                 }
                 for p in self.proxies.values()

@@ -40,7 +40,9 @@ from control_plane.sources.kubernetes.source import KubernetesSettings, Kubernet
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
 from control_plane.translator.ext_authz import ExtAuthzSettings
-from control_plane.translator.pipeline import GatewaySettings, RouteTranslator, Translation, listener_resource
+from control_plane.translator.ratelimit import RateLimitSettings
+from control_plane.translator.pipeline import RouteTranslator, Translation, listener_resource
+from control_plane.translator.settings import GatewaySettings
 from control_plane.admin_api import admin_routes
 from gatehouse.admin_http import AdminServer
 
@@ -55,12 +57,19 @@ class _NoEndpoints:
 def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySettings:
     ext_authz = None
     if config.ext_authz is not None:
-        raw = config.ext_authz.address
-        addresses = tuple(
-            (host.strip("[]"), int(port)) for host, _, port in (a.rpartition(":") for a in ([raw] if isinstance(raw, str) else raw))
+        ext_authz = ExtAuthzSettings(_addresses(config.ext_authz.address), config.ext_authz.timeout, config.ext_authz.fail_open)
+    rate_limit = None
+    if config.rate_limit is not None:
+        rate_limit = RateLimitSettings(
+            _addresses(config.rate_limit.address), config.rate_limit.timeout, config.rate_limit.fail_closed
         )
-        ext_authz = ExtAuthzSettings(addresses, config.ext_authz.timeout, config.ext_authz.fail_open)
-    return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz)
+    return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz, rate_limit)
+
+
+def _addresses(raw: str | list[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(
+        (host.strip("[]"), int(port)) for host, _, port in (a.rpartition(":") for a in ([raw] if isinstance(raw, str) else raw))
+    )
 
 
 class ControlPlane:
@@ -240,6 +249,7 @@ class ControlPlane:
             endpoints=endpoints,
             listeners=translation.listeners,
             routes=translation.routes,
+            ratelimits=translation.ratelimits,
             model=translation.model,
             changed_at=seen_at,
         )

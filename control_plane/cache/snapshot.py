@@ -30,6 +30,9 @@ def set_version(resources: Iterable[Resource]) -> str:
     return digest.hexdigest()
 
 
+_NO_RESOURCES: Resources = MappingProxyType({})
+
+
 def _frozen(resources: Iterable[Resource]) -> Resources:
     return MappingProxyType({r.name: r for r in resources})
 
@@ -40,6 +43,8 @@ class Snapshot:
     endpoints: Resources
     listeners: Resources
     routes: Resources
+    ratelimits: Resources = field(default_factory=lambda: _NO_RESOURCES)
+    """Rate-limit policies per route, for ratelimit_svc (Gatehouse's own xDS type)."""
     model: tuple[Route, ...] = ()
     """The routes this snapshot was built from: provenance for NACK reports."""
     changed_at: float = field(default_factory=time.monotonic)
@@ -60,6 +65,7 @@ class Snapshot:
         endpoints: Iterable[Resource],
         listeners: Iterable[Resource],
         routes: Iterable[Resource],
+        ratelimits: Iterable[Resource] = (),
         model: tuple[Route, ...] = (),
         changed_at: float | None = None,
     ) -> Snapshot:
@@ -68,6 +74,7 @@ class Snapshot:
             endpoints=_frozen(endpoints),
             listeners=_frozen(listeners),
             routes=_frozen(routes),
+            ratelimits=_frozen(ratelimits),
             model=model,
             changed_at=time.monotonic() if changed_at is None else changed_at,
         )
@@ -79,6 +86,8 @@ class Snapshot:
             return self.endpoints
         if kind is ResourceType.LISTENER:
             return self.listeners
+        if kind is ResourceType.RATELIMIT:
+            return self.ratelimits
         return self.routes
 
     def with_endpoints(self, endpoints: Iterable[Resource], *, changed_at: float | None = None) -> Snapshot:

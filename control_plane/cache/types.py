@@ -1,4 +1,8 @@
-"""xDS type URLs, in the order ADS must apply them (make before break)."""
+"""xDS type URLs, in the order ADS must apply them (make before break).
+
+Besides Envoy's four types there is one of Gatehouse's own: rate-limit policies, which
+ratelimit_svc instances subscribe to over the same ADS server (Envoy never asks for it).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ class ResourceType(IntEnum):
     ENDPOINT = 1
     LISTENER = 2
     ROUTE = 3
+    RATELIMIT = 4
 
     @property
     def url(self) -> str:
@@ -25,8 +30,8 @@ class ResourceType(IntEnum):
 
     @property
     def wildcard(self) -> bool:
-        """LDS and CDS send the whole set; EDS and RDS send what was asked for by name."""
-        return self in (ResourceType.CLUSTER, ResourceType.LISTENER)
+        """LDS, CDS (and rate-limit policies) send the whole set; EDS and RDS what was asked for."""
+        return self in (ResourceType.CLUSTER, ResourceType.LISTENER, ResourceType.RATELIMIT)
 
     @classmethod
     def from_url(cls, url: str) -> ResourceType | None:
@@ -37,17 +42,20 @@ CLUSTER_URL = f"{_PREFIX}.cluster.v3.Cluster"
 ENDPOINT_URL = f"{_PREFIX}.endpoint.v3.ClusterLoadAssignment"
 LISTENER_URL = f"{_PREFIX}.listener.v3.Listener"
 ROUTE_URL = f"{_PREFIX}.route.v3.RouteConfiguration"
+RATELIMIT_URL = "type.googleapis.com/gatehouse.ratelimit.v1.RoutePolicy"
 
 _URLS = {
     ResourceType.CLUSTER: CLUSTER_URL,
     ResourceType.ENDPOINT: ENDPOINT_URL,
     ResourceType.LISTENER: LISTENER_URL,
     ResourceType.ROUTE: ROUTE_URL,
+    ResourceType.RATELIMIT: RATELIMIT_URL,
 }
 _SHORT = {
     ResourceType.CLUSTER: "CDS",
     ResourceType.ENDPOINT: "EDS",
     ResourceType.LISTENER: "LDS",
     ResourceType.ROUTE: "RDS",
+    ResourceType.RATELIMIT: "RLS",
 }
 _BY_URL = {url: kind for kind, url in _URLS.items()}

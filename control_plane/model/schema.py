@@ -281,6 +281,11 @@ class RateLimit(Model):
     capacity: Annotated[int, Field(ge=1)] | None = None
     refill: Rate | None = None
     shadow: bool = False
+    """Count and report, never deny."""
+    mode: Literal["exact", "hybrid"] = "exact"
+    """exact: every decision asks Redis; hybrid: each instance serves from batches it reserves."""
+    on_store_failure: Literal["local", "open", "closed"] = "local"
+    """When Redis cannot answer: local buckets (limit ÷ expected instances), allow, or deny."""
 
     @model_validator(mode="after")
     def _fields_for_algorithm(self) -> RateLimit:

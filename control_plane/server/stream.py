@@ -79,6 +79,8 @@ class AdsStream(ABC):
         if snapshot is None:
             return
         for kind in ResourceType:
+            if self._state[kind].requested:
+                self._proxy.subscribed.add(kind.short)
             plan = self._state.plan(kind, snapshot)
             # Planning may adopt a state without sending (a subscription shrank); show it.
             if self._state[kind].acked_version:

@@ -130,7 +130,7 @@ class StreamState:
                 if name not in target and name in in_use:
                     target[name] = resource
             return target
-        if kind is ResourceType.LISTENER:
+        if kind in (ResourceType.LISTENER, ResourceType.RATELIMIT):
             return dict(desired)
         target = {}
         names = desired.keys() | state.acked.keys() if state.wildcard else state.names

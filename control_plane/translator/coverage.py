@@ -11,7 +11,7 @@ from control_plane.model.route import Route
 
 _NOT_YET = {
     "auth": "auth is not enforced: the control plane has no extAuthz configured (the route is NOT protected)",
-    "rate_limits": "rateLimits are not enforced yet",
+    "rate_limits": "rateLimits are not enforced: the control plane has no rateLimit service configured",
     "circuit_breaker": "circuitBreaker is not applied yet",
     "outlier_detection": "outlierDetection is not applied yet",
     "health_check": "healthCheck is not applied yet",
@@ -19,12 +19,14 @@ _NOT_YET = {
 }
 
 
-def unenforced(route: Route, *, ext_authz: bool = False) -> list[str]:
+def unenforced(route: Route, *, ext_authz: bool = False, rate_limit: bool = False) -> list[str]:
     """Warnings for fields this route sets explicitly that have no effect here."""
     spec = route.spec
     warnings = []
     for field in sorted(spec.model_fields_set & _NOT_YET.keys()):
         if field == "auth" and (not spec.auth.required or ext_authz):
+            continue
+        if field == "rate_limits" and rate_limit:
             continue
         warnings.append(_NOT_YET[field])
     return warnings

@@ -19,6 +19,7 @@ from typing import Any
 
 from control_plane.model.durations import format_duration_ms
 from control_plane.model.route import Route
+from control_plane.translator.service_clusters import grpc_service_cluster
 
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
 EXT_AUTHZ_FILTER = "envoy.filters.http.ext_authz"
@@ -27,8 +28,6 @@ EXT_AUTHZ_CLUSTER = "gatehouse_ext_authz"
 EXT_AUTHZ_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"
 EXT_AUTHZ_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute"
 HEADER_MUTATION_TYPE = "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation"
-HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
-HTTP_PROTOCOL_OPTIONS_TYPE = "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
 # What the Authorization service reads; everything else stays out of the CheckRequest.
 FORWARDED_HEADERS = ("authorization", "x-request-id")
 
@@ -71,28 +70,7 @@ def ext_authz_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
 
 
 def ext_authz_cluster(settings: ExtAuthzSettings) -> dict[str, Any]:
-    return {
-        "name": EXT_AUTHZ_CLUSTER,
-        "type": "STRICT_DNS",
-        "connect_timeout": "1s",
-        "typed_extension_protocol_options": {
-            HTTP_PROTOCOL_OPTIONS: {
-                "@type": HTTP_PROTOCOL_OPTIONS_TYPE,
-                "explicit_http_config": {"http2_protocol_options": {}},
-            }
-        },
-        "load_assignment": {
-            "cluster_name": EXT_AUTHZ_CLUSTER,
-            "endpoints": [
-                {
-                    "lb_endpoints": [
-                        {"endpoint": {"address": {"socket_address": {"address": host, "port_value": port}}}}
-                        for host, port in settings.addresses
-                    ]
-                }
-            ],
-        },
-    }
+    return grpc_service_cluster(EXT_AUTHZ_CLUSTER, settings.addresses)
 
 
 def per_route(route: Route) -> dict[str, Any]:

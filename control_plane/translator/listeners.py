@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.translator.ext_authz import ExtAuthzSettings, ext_authz_filter, identity_header_filter
+from control_plane.translator.ext_authz import ext_authz_filter, identity_header_filter
+from control_plane.translator.ratelimit import ratelimit_filter
+from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.messages import Listener, parse
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME
 
@@ -12,16 +14,19 @@ HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection
 ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 
 
-def http_filters(ext_authz: ExtAuthzSettings | None) -> list[dict[str, Any]]:
-    """Identity headers are stripped first, always; then ext_authz, if configured; then the router."""
+def http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
+    """Identity headers are stripped first, always; then ext_authz (which sets them from the
+    token), then the rate limit (which may key on them), if configured; then the router."""
     filters = [identity_header_filter()]
-    if ext_authz is not None:
-        filters.append(ext_authz_filter(ext_authz))
+    if settings.ext_authz is not None:
+        filters.append(ext_authz_filter(settings.ext_authz))
+    if settings.rate_limit is not None:
+        filters.append(ratelimit_filter(settings.rate_limit))
     filters.append({"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}})
     return filters
 
 
-def http_connection_manager(ext_authz: ExtAuthzSettings | None = None) -> dict[str, Any]:
+def http_connection_manager(settings: GatewaySettings) -> dict[str, Any]:
     return {
         "@type": HCM_TYPE,
         "stat_prefix": "gatehouse",
@@ -30,7 +35,7 @@ def http_connection_manager(ext_authz: ExtAuthzSettings | None = None) -> dict[s
             "route_config_name": ROUTE_CONFIG_NAME,
             "config_source": {"ads": {}, "resource_api_version": "V3"},
         },
-        "http_filters": http_filters(ext_authz),
+        "http_filters": http_filters(settings),
         # The gateway is the edge: the client address is the peer, never a forwarded header.
         "use_remote_address": True,
         # One canonical path before matching, so /a/../admin or //admin cannot dodge a route.
@@ -45,7 +50,8 @@ def http_connection_manager(ext_authz: ExtAuthzSettings | None = None) -> dict[s
     }
 
 
-def http_listener(address: str, port: int, ext_authz: ExtAuthzSettings | None = None) -> Listener:
+def http_listener(settings: GatewaySettings) -> Listener:
+    address, port = settings.listener_address, settings.listener_port
     data: dict[str, Any] = {
         "name": LISTENER_NAME,
         "address": {"socket_address": {"address": address, "port_value": port}},
@@ -54,7 +60,7 @@ def http_listener(address: str, port: int, ext_authz: ExtAuthzSettings | None = 
                 "filters": [
                     {
                         "name": "envoy.filters.network.http_connection_manager",
-                        "typed_config": http_connection_manager(ext_authz),
+                        "typed_config": http_connection_manager(settings),
                     }
                 ]
             }

@@ -17,23 +17,18 @@ from control_plane.cache.types import ResourceType
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
 from control_plane.translator.clusters import cluster
-from control_plane.translator.ext_authz import EXT_AUTHZ_CLUSTER, ExtAuthzSettings, ext_authz_cluster
+from control_plane.translator.ext_authz import ext_authz_cluster
 from control_plane.translator.coverage import unenforced
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
 from control_plane.translator.listeners import http_listener
 from control_plane.translator.messages import Cluster, parse
 from control_plane.translator import wire
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, ClusterRef
+from control_plane.translator.ratelimit import ratelimit_cluster, route_policy
 from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
+from control_plane.translator.settings import GatewaySettings
 
 log = structlog.get_logger(component="translator")
-
-
-@dataclass(frozen=True, slots=True)
-class GatewaySettings:
-    listener_address: str = "0.0.0.0"
-    listener_port: int = 8080
-    ext_authz: ExtAuthzSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,14 +39,18 @@ class _Translated:
     """The route's Envoy entries, serialized as VirtualHost.routes records."""
     sort_key: SortKey
     refs: tuple[ClusterRef, ...]
+    policy: Resource | None
+    """The route's rate-limit policy for ratelimit_svc, if it has limits and the service is configured."""
 
 
-def _translate_route(route: Route, ext_authz: bool) -> _Translated:
+def _translate_route(route: Route, settings: GatewaySettings) -> _Translated:
     encoded = b"".join(
-        wire.as_route_field(entry.SerializeToString(deterministic=True))
-        for entry in route_entries(route, ext_authz=ext_authz)
+        wire.as_route_field(entry.SerializeToString(deterministic=True)) for entry in route_entries(route, settings)
     )
-    return _Translated(encoded, specificity_key(route), tuple(cluster_refs(route)))
+    policy = None
+    if settings.rate_limit is not None and route.spec.rate_limits and route.spec.disabled is None:
+        policy = Resource.from_message(ResourceType.RATELIMIT, route.id, route_policy(route))
+    return _Translated(encoded, specificity_key(route), tuple(cluster_refs(route)), policy)
 
 
 @dataclass(frozen=True)
@@ -63,6 +62,7 @@ class Translation:
     clusters: tuple[Resource, ...]
     cluster_refs: tuple[ClusterRef, ...]
     model: tuple[Route, ...]
+    ratelimits: tuple[Resource, ...] = ()
 
 
 class RouteTranslator:
@@ -84,14 +84,16 @@ class RouteTranslator:
             cached = self._entries.get(route)
             if cached is None:
                 try:
-                    cached = _translate_route(route, self._settings.ext_authz is not None)
+                    cached = _translate_route(route, self._settings)
                 except (ParseError, ValueError) as exc:
                     # A translator gap must cost one route, not the whole config.
                     quarantined[route.id] = f"{route.origin}: {exc}"
                     log.error("route_quarantined", route=route.id, origin=str(route.origin), error=str(exc))
                     continue
                 self.translated_routes += 1
-                for warning in unenforced(route, ext_authz=self._settings.ext_authz is not None):
+                for warning in unenforced(
+                    route, ext_authz=self._settings.ext_authz is not None, rate_limit=self._settings.rate_limit is not None
+                ):
                     log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
             translated[route] = cached
         self._entries = translated
@@ -127,6 +129,7 @@ class RouteTranslator:
             clusters=clusters,
             cluster_refs=refs,
             model=tuple(ordered),
+            ratelimits=tuple(t.policy for t in translated.values() if t.policy is not None),
         )
 
 
@@ -135,17 +138,21 @@ def listener_resource(settings: GatewaySettings) -> Resource:
     return Resource.from_message(
         ResourceType.LISTENER,
         LISTENER_NAME,
-        http_listener(settings.listener_address, settings.listener_port, settings.ext_authz),
+        http_listener(settings),
         references=(ROUTE_CONFIG_NAME,),
     )
 
 
 def service_clusters(settings: GatewaySettings) -> tuple[Resource, ...]:
     """Clusters for Gatehouse's own services (static addresses, no EDS)."""
-    if settings.ext_authz is None:
-        return ()
-    cluster_message = parse(Cluster, ext_authz_cluster(settings.ext_authz))
-    return (Resource.from_message(ResourceType.CLUSTER, EXT_AUTHZ_CLUSTER, cluster_message),)
+    clusters = []
+    if settings.ext_authz is not None:
+        clusters.append(ext_authz_cluster(settings.ext_authz))
+    if settings.rate_limit is not None:
+        clusters.append(ratelimit_cluster(settings.rate_limit))
+    return tuple(
+        Resource.from_message(ResourceType.CLUSTER, data["name"], parse(Cluster, data)) for data in clusters
+    )
 
 
 class EndpointTranslator:

@@ -20,6 +20,8 @@ from control_plane.model.route import Route
 from control_plane.model.schema import IDEMPOTENT_METHODS, HeaderMatch, Retries
 from control_plane.translator import wire
 from control_plane.translator.ext_authz import EXT_AUTHZ_FILTER, per_route
+from control_plane.translator.ratelimit import route_rate_limits
+from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.messages import RouteConfiguration, RouteEntry, parse
 from control_plane.translator.names import METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ClusterRef
 
@@ -33,6 +35,7 @@ PREVIOUS_HOSTS_TYPE = "type.googleapis.com/envoy.extensions.retry.host.previous_
 RETRY_BASE_INTERVAL = "0.025s"
 RETRY_MAX_INTERVAL = "0.250s"
 ANY_HOST = "*"
+_DEFAULT_SETTINGS = GatewaySettings()
 
 
 def cluster_refs(route: Route) -> list[ClusterRef]:
@@ -180,7 +183,7 @@ def _headers_to_add(values: dict[str, str]) -> list[dict[str, Any]]:
     ]
 
 
-def _action(route: Route, rewrite: dict[str, Any]) -> dict[str, Any]:
+def _action(route: Route, rewrite: dict[str, Any], settings: GatewaySettings) -> dict[str, Any]:
     spec = route.spec
     if spec.disabled is not None:
         response: dict[str, Any] = {"status": spec.disabled.status}
@@ -201,11 +204,13 @@ def _action(route: Route, rewrite: dict[str, Any]) -> dict[str, Any]:
         action["timeout"] = format_duration_ms(spec.timeouts.request)
     if spec.timeouts.idle is not None:
         action["idle_timeout"] = format_duration_ms(spec.timeouts.idle)
+    if settings.rate_limit is not None and spec.rate_limits:
+        action["rate_limits"] = route_rate_limits(route)
     return {"route": action}
 
 
 def _entry(
-    route: Route, variant: _PathVariant, methods: list[str] | None, retries: bool, ext_authz: bool
+    route: Route, variant: _PathVariant, methods: list[str] | None, retries: bool, settings: GatewaySettings
 ) -> dict[str, Any]:
     spec = route.spec
     match = dict(variant.match)
@@ -218,8 +223,8 @@ def _entry(
         "match": match,
         "metadata": {"filter_metadata": {METADATA_NAMESPACE: {"route": route.id, "origin": str(route.origin)}}},
     }
-    entry.update(_action(route, variant.rewrite))
-    if ext_authz:
+    entry.update(_action(route, variant.rewrite, settings))
+    if settings.ext_authz is not None:
         entry["typed_per_filter_config"] = {EXT_AUTHZ_FILTER: per_route(route)}
     if "route" in entry and (retries or spec.timeouts.per_try is not None):
         entry["route"]["retry_policy"] = _retry_policy(spec.retries if retries else None, spec.timeouts.per_try)
@@ -251,10 +256,10 @@ def _method_groups(route: Route) -> list[tuple[list[str] | None, bool]]:
     return groups
 
 
-def route_entries(route: Route, *, ext_authz: bool = False) -> list[RouteEntry]:
+def route_entries(route: Route, settings: GatewaySettings = _DEFAULT_SETTINGS) -> list[RouteEntry]:
     """The Envoy route entries for one route, in match order."""
     return [
-        parse(RouteEntry, _entry(route, variant, methods, retries, ext_authz))
+        parse(RouteEntry, _entry(route, variant, methods, retries, settings))
         for variant in _path_variants(route)
         for methods, retries in _method_groups(route)
     ]

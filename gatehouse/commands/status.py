@@ -46,7 +46,8 @@ def _latest(status: dict[str, Any], group: str) -> dict[str, str]:
 
 def _behind(proxy: dict[str, Any], status: dict[str, Any]) -> list[str]:
     latest = _latest(status, proxy["cluster"])
-    return [kind for kind, version in latest.items() if proxy["acked"].get(kind) != version]
+    wanted = set(proxy.get("subscribed") or latest)
+    return [kind for kind, version in latest.items() if kind in wanted and proxy["acked"].get(kind) != version]
 
 
 def render_status(status: dict[str, Any]) -> str:

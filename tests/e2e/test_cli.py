@@ -80,4 +80,4 @@ def test_validate_warns_about_fields_that_are_not_enforced_yet(tmp_path: Path) -
     )
     result = gatehouse("validate", str(tmp_path))
     assert result.returncode == 0
-    assert "default/r: rateLimits are not enforced yet" in result.stderr
+    assert "default/r: rateLimits are not enforced" in result.stderr

@@ -355,7 +355,11 @@ class FakeEnvoy:
         return [r.kind.short for r in self.received[since:]]
 
     def runs(self, snapshot: Snapshot) -> bool:
-        return all(self.versions(kind) == snapshot_versions(snapshot, kind) for kind in ResourceType)
+        return all(self.versions(kind) == snapshot_versions(snapshot, kind) for kind in ENVOY_TYPES)
+
+
+ENVOY_TYPES = tuple(kind for kind in ResourceType if kind is not ResourceType.RATELIMIT)
+"""What Envoy subscribes to; rate-limit policies are for ratelimit_svc."""
 
 
 def snapshot_versions(snapshot: Snapshot, kind: ResourceType) -> dict[str, str]:

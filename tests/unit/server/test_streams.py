@@ -22,7 +22,7 @@ from control_plane.server.delta import DeltaStream
 from control_plane.server.sotw import SotwStream
 from control_plane.sources.static_endpoints import parse_endpoints
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
-from tests.unit.server.fake_envoy import FakeEnvoy, ProtocolViolation, route_clusters, snapshot_versions
+from tests.unit.server.fake_envoy import ENVOY_TYPES, FakeEnvoy, ProtocolViolation, route_clusters, snapshot_versions
 
 CDS, EDS, LDS, RDS = ResourceType.CLUSTER, ResourceType.ENDPOINT, ResourceType.LISTENER, ResourceType.ROUTE
 ORDERS, PAYMENTS, INVENTORY = "shop/orders:8080", "shop/payments:8080", "shop/inventory:8080"
@@ -128,7 +128,7 @@ async def test_initial_connect_converges_in_make_before_break_order(protocol: st
     assert all(r.answer == "ack" for r in envoy.received)
     proxy = only_proxy(status)
     assert (proxy.node_id, proxy.group, proxy.protocol) == ("envoy-1", "gateway", protocol)
-    assert proxy.acked == {kind.short: snap.versions[kind] for kind in ResourceType}
+    assert proxy.acked == {kind.short: snap.versions[kind] for kind in ENVOY_TYPES}
     assert list(status.nacks) == []
 
     await envoy.close()

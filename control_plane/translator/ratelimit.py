@@ -1,0 +1,111 @@
+"""Global rate limits: Envoy's ratelimit filter, per-route descriptors, and the policies
+ratelimit_svc enforces (delivered over xDS as gatehouse.ratelimit.v1.RoutePolicy).
+
+Each of a route's ``rateLimits`` becomes one Envoy ``rate_limits`` entry whose descriptor
+is ``[("limit", "<route id>#<index>"), (<key kind>, <value>)]``: the limit id names the
+route and the policy; the second entry carries the key (the ``x-user-id`` ext_authz set,
+the client address, an API key or another header). A request without the key (no
+``x-user-id`` on a public route, say) sends no descriptor for that limit.
+
+Envoy's own ``X-RateLimit-*`` generation stays off and no ``x-envoy-ratelimited`` header is
+added: ratelimit_svc computes ``X-RateLimit-Limit/Remaining/Reset`` and ``Retry-After``
+and returns them in ``response_headers_to_add``, so there is one source for the headers
+(xds-protos lacks ``enable_retry_after_header`` anyway).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from control_plane.model.route import Route
+from control_plane.model.schema import RateLimit
+from control_plane.translator.service_clusters import grpc_service_cluster
+from gatehouse.protos.gatehouse.ratelimit.v1 import policy_pb2
+
+RATELIMIT_FILTER = "envoy.filters.http.ratelimit"
+RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit"
+RATELIMIT_CLUSTER = "gatehouse_ratelimit"
+DOMAIN = "gatehouse"
+LIMIT_ENTRY = "limit"
+API_KEY_HEADER = "x-api-key"
+USER_HEADER = "x-user-id"
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitSettings:
+    addresses: tuple[tuple[str, int], ...]
+    timeout_ms: int = 100
+    fail_closed: bool = False
+    """When ratelimit_svc cannot be reached: False lets requests through (the default), True answers 500."""
+
+
+def ratelimit_filter(settings: RateLimitSettings) -> dict[str, Any]:
+    return {
+        "name": RATELIMIT_FILTER,
+        "typed_config": {
+            "@type": RATELIMIT_TYPE,
+            "domain": DOMAIN,
+            "timeout": f"{settings.timeout_ms / 1000:.3f}s",
+            "failure_mode_deny": settings.fail_closed,
+            "rate_limit_service": {
+                "grpc_service": {"envoy_grpc": {"cluster_name": RATELIMIT_CLUSTER}},
+                "transport_api_version": "V3",
+            },
+            "enable_x_ratelimit_headers": "OFF",
+            "disable_x_envoy_ratelimited_header": True,
+        },
+    }
+
+
+def ratelimit_cluster(settings: RateLimitSettings) -> dict[str, Any]:
+    return grpc_service_cluster(RATELIMIT_CLUSTER, settings.addresses)
+
+
+def limit_id(route: Route, index: int) -> str:
+    return f"{route.id}#{index}"
+
+
+def _key_action(key: str) -> dict[str, Any]:
+    if key == "ip":
+        return {"remote_address": {}}
+    if key == "user":
+        return {"request_headers": {"header_name": USER_HEADER, "descriptor_key": "user"}}
+    if key == "apiKey":
+        return {"request_headers": {"header_name": API_KEY_HEADER, "descriptor_key": "apiKey"}}
+    header = key.removeprefix("header:")
+    return {"request_headers": {"header_name": header, "descriptor_key": key}}
+
+
+def route_rate_limits(route: Route) -> list[dict[str, Any]]:
+    """The route action's ``rate_limits``: one descriptor per limit; all must pass."""
+    return [
+        {"actions": [{"generic_key": {"descriptor_key": LIMIT_ENTRY, "descriptor_value": limit_id(route, index)}}, _key_action(limit.key)]}
+        for index, limit in enumerate(route.spec.rate_limits)
+    ]
+
+
+def _limit(route: Route, index: int, limit: RateLimit) -> policy_pb2.Limit:
+    message = policy_pb2.Limit(
+        id=limit_id(route, index),
+        key=limit.key,
+        algorithm=limit.algorithm,
+        shadow=limit.shadow,
+        mode=limit.mode,
+        on_store_failure=limit.on_store_failure,
+    )
+    if limit.algorithm == "tokenBucket":
+        assert limit.capacity is not None and limit.refill is not None
+        message.limit = limit.capacity
+        message.refill_tokens, message.window_ms = limit.refill
+    else:
+        assert limit.limit is not None and limit.window is not None
+        message.limit = limit.limit
+        message.window_ms = limit.window
+    return message
+
+
+def route_policy(route: Route) -> policy_pb2.RoutePolicy:
+    return policy_pb2.RoutePolicy(
+        route=route.id, limits=[_limit(route, index, limit) for index, limit in enumerate(route.spec.rate_limits)]
+    )

@@ -1,0 +1,38 @@
+# mypy: ignore-errors
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RoutePolicy(_message.Message):
+    __slots__ = ("route", "limits")
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    route: str
+    limits: _containers.RepeatedCompositeFieldContainer[Limit]
+    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ...) -> None: ...
+
+class Limit(_message.Message):
+    __slots__ = ("id", "key", "algorithm", "limit", "window_ms", "refill_tokens", "shadow", "mode", "on_store_failure")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    REFILL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SHADOW_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    ON_STORE_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    key: str
+    algorithm: str
+    limit: int
+    window_ms: int
+    refill_tokens: int
+    shadow: bool
+    mode: str
+    on_store_failure: str
+    def __init__(self, id: _Optional[str] = ..., key: _Optional[str] = ..., algorithm: _Optional[str] = ..., limit: _Optional[int] = ..., window_ms: _Optional[int] = ..., refill_tokens: _Optional[int] = ..., shadow: _Optional[bool] = ..., mode: _Optional[str] = ..., on_store_failure: _Optional[str] = ...) -> None: ...

@@ -13,6 +13,7 @@ from gatehouse.commands import (
     crd,
     dev,
     ext_authz,
+    ratelimit,
     render,
     revocations,
     status,
@@ -21,7 +22,7 @@ from gatehouse.commands import (
 )
 from gatehouse.logs import configure_logging
 
-COMMANDS = (control_plane, ext_authz, validate, render, bootstrap, crd, status, dev, revocations, token)
+COMMANDS = (control_plane, ext_authz, ratelimit, validate, render, bootstrap, crd, status, dev, revocations, token)
 
 
 def build_parser() -> argparse.ArgumentParser:

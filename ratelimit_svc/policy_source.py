@@ -1,0 +1,111 @@
+"""Rate-limit policies from the control plane, over its ADS server (state of the world).
+
+The control plane serves one ``gatehouse.ratelimit.v1.RoutePolicy`` per route with
+limits. This client subscribes to that type, replaces its table with every response and
+ACKs it; a response it cannot use is NACKed with the reason, and the table it had keeps
+serving. A lost control plane keeps the last table; the stream reconnects with back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import AsyncIterator, Callable, Mapping
+
+import grpc
+import structlog
+from envoy.config.core.v3 import base_pb2
+from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from google.rpc import status_pb2
+
+from control_plane.cache.types import RATELIMIT_URL
+from gatehouse.protos.gatehouse.ratelimit.v1 import policy_pb2
+from ratelimit_svc.model import LimitSpec
+
+log = structlog.get_logger(component="ratelimit.policies")
+
+Policies = Mapping[str, LimitSpec]
+"""Limit id ("<route>#<index>") → its spec."""
+
+
+def _spec(limit: policy_pb2.Limit) -> LimitSpec:
+    if limit.algorithm not in ("slidingWindow", "tokenBucket", "fixedWindow"):
+        raise ValueError(f"limit {limit.id}: unknown algorithm {limit.algorithm!r}")
+    if limit.limit < 1 or limit.window_ms < 1:
+        raise ValueError(f"limit {limit.id}: limit and window must be positive")
+    return LimitSpec(
+        id=limit.id,
+        algorithm=limit.algorithm,  # type: ignore[arg-type]
+        limit=int(limit.limit),
+        window_ms=int(limit.window_ms),
+        refill_tokens=int(limit.refill_tokens),
+        shadow=limit.shadow,
+        mode="hybrid" if limit.mode == "hybrid" else "exact",
+        on_store_failure=limit.on_store_failure if limit.on_store_failure in ("open", "closed") else "local",  # type: ignore[arg-type]
+    )
+
+
+def parse_policies(resources: list[bytes]) -> tuple[dict[str, LimitSpec], dict[str, str]]:
+    """(limit id → spec, limit id → key kind) from serialized RoutePolicy resources."""
+    specs: dict[str, LimitSpec] = {}
+    keys: dict[str, str] = {}
+    for body in resources:
+        policy = policy_pb2.RoutePolicy.FromString(body)
+        for limit in policy.limits:
+            specs[limit.id] = _spec(limit)
+            keys[limit.id] = limit.key
+    return specs, keys
+
+
+class PolicySource:
+    def __init__(
+        self,
+        address: str,
+        *,
+        node_id: str,
+        cluster: str,
+        on_update: Callable[[dict[str, LimitSpec], dict[str, str]], None],
+    ) -> None:
+        self._address = address
+        self._node = base_pb2.Node(id=node_id, cluster=cluster)
+        self._on_update = on_update
+        self.synced = asyncio.Event()
+        self.version = ""
+        self.errors = 0
+
+    async def run(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                await self._stream()
+                backoff = 0.2
+            except (grpc.aio.AioRpcError, OSError) as exc:
+                self.errors += 1
+                log.warning("policy_stream_lost", address=self._address, error=str(exc)[:300], retry_in=round(backoff, 2))
+            await asyncio.sleep(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, 5.0)
+
+    async def _stream(self) -> None:
+        requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
+        await requests.put(discovery_pb2.DiscoveryRequest(node=self._node, type_url=RATELIMIT_URL, version_info=self.version))
+
+        async def outgoing() -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
+            while True:
+                yield await requests.get()
+
+        async with grpc.aio.insecure_channel(self._address) as channel:
+            stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
+            async for response in stub.StreamAggregatedResources(outgoing()):
+                ack = discovery_pb2.DiscoveryRequest(type_url=RATELIMIT_URL, response_nonce=response.nonce)
+                try:
+                    specs, keys = parse_policies([r.value for r in response.resources if r.type_url == RATELIMIT_URL])
+                except (ValueError, TypeError) as exc:
+                    log.error("policies_rejected", version=response.version_info, error=str(exc))
+                    ack.version_info = self.version
+                    ack.error_detail.CopyFrom(status_pb2.Status(code=3, message=str(exc)))
+                else:
+                    self._on_update(specs, keys)
+                    self.version = ack.version_info = response.version_info
+                    self.synced.set()
+                    log.info("policies_applied", version=response.version_info, limits=len(specs))
+                await requests.put(ack)

@@ -1,0 +1,77 @@
+"""The ratelimit_svc process: policies from the control plane, the limiter, gRPC, /metrics.
+
+Readiness (GET /readyz on the metrics port): the first policy table has arrived. Redis
+is not part of readiness: with Redis down each limit follows its onStoreFailure policy,
+which is the point of having one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import grpc
+import structlog
+from envoy.service.ratelimit.v3 import rls_pb2_grpc
+
+from gatehouse.admin_http import AdminServer
+from ratelimit_svc.config import RateLimitConfig
+from ratelimit_svc.hybrid import HybridSettings
+from ratelimit_svc.limiter import Limiter
+from ratelimit_svc.policy_source import PolicySource
+from ratelimit_svc.service import PolicyTable, RateLimitService
+
+log = structlog.get_logger(component="ratelimit")
+
+
+class RateLimitProcess:
+    def __init__(self, config: RateLimitConfig) -> None:
+        self.config = config
+        self.table = PolicyTable()
+        self.policies = PolicySource(
+            config.policies.xds.address,
+            node_id=config.policies.xds.node_id,
+            cluster=config.policies.xds.cluster,
+            on_update=self.table.replace,
+        )
+
+    def readiness(self) -> tuple[bool, str]:
+        if not self.policies.synced.is_set():
+            return False, "no rate-limit policies from the control plane yet"
+        return True, "ready"
+
+    async def run(self) -> None:
+        config = self.config
+        limiter = Limiter(
+            url=config.redis.url,
+            expected_instances=config.expected_instances,
+            timeout=config.redis.timeout / 1000,
+            hybrid=HybridSettings(max_batch=config.hybrid.max_batch),
+        )
+        server = grpc.aio.server()
+        rls_pb2_grpc.add_RateLimitServiceServicer_to_server(RateLimitService(limiter, self.table), server)
+        try:
+            server.add_insecure_port(config.listen)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for ratelimit on {config.listen}: {exc}") from exc
+        http = AdminServer(config.metrics.listen, readiness=self.readiness)
+        policies = asyncio.create_task(self.policies.run(), name="policies")
+        await server.start()
+        await http.start()
+        log.info("ratelimit_started", listen=config.listen, redis=_redacted(config.redis.url))
+        gc.collect()
+        gc.freeze()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            policies.cancel()
+            await server.stop(grace=1.0)
+            await limiter.close()  # hybrid: unused reserved tokens go back
+            await http.stop()
+
+
+def _redacted(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.split("@", 1)[1]
+    return f"{scheme}{sep}{rest}"

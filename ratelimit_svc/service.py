@@ -1,0 +1,136 @@
+"""`envoy.service.ratelimit.v3.RateLimitService`: one decision per request, all limits at once.
+
+Envoy sends one descriptor per limit of the matched route: ``[("limit", "<route>#<n>"),
+(<key kind>, <value>)]``. Every limit must pass (shadow limits are counted, never
+enforced). The answer carries ``X-RateLimit-Limit/Remaining/Reset`` for the binding limit
+(the one that denied, or the one with the least left) and, on 429, ``Retry-After``; the
+ratelimit filter's own header generation is off, so these are the only ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+import structlog
+from envoy.config.core.v3 import base_pb2
+from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+from google.protobuf import duration_pb2
+
+from ratelimit_svc.limiter import Limiter
+from ratelimit_svc.model import Decision, LimitSpec
+
+log = structlog.get_logger(component="ratelimit")
+
+DOMAIN = "gatehouse"
+LIMIT_ENTRY = "limit"
+_OK = rls_pb2.RateLimitResponse.OK
+_OVER = rls_pb2.RateLimitResponse.OVER_LIMIT
+_UNITS = {
+    1_000: rls_pb2.RateLimitResponse.RateLimit.SECOND,
+    60_000: rls_pb2.RateLimitResponse.RateLimit.MINUTE,
+    3_600_000: rls_pb2.RateLimitResponse.RateLimit.HOUR,
+    86_400_000: rls_pb2.RateLimitResponse.RateLimit.DAY,
+}
+
+
+class PolicyTable:
+    """The limits in force; replaced whole when the control plane sends new policies."""
+
+    def __init__(self) -> None:
+        self.specs: Mapping[str, LimitSpec] = {}
+        self.keys: Mapping[str, str] = {}
+
+    def replace(self, specs: dict[str, LimitSpec], keys: dict[str, str]) -> None:
+        self.specs, self.keys = specs, keys
+
+
+def _key(descriptor: Any, table: PolicyTable) -> tuple[LimitSpec, str] | None:
+    """The limit a descriptor names and the key value it carries; None if it names none we know."""
+    entries = descriptor.entries
+    if len(entries) != 2 or entries[0].key != LIMIT_ENTRY:
+        return None
+    spec = table.specs.get(entries[0].value)
+    if spec is None:
+        return None
+    kind = entries[1].key
+    if kind != _descriptor_key(table.keys.get(spec.id, "")):
+        return None
+    return spec, f"{kind}={entries[1].value}"
+
+
+def _descriptor_key(policy_key: str) -> str:
+    """The descriptor key Envoy uses for a policy key (see control_plane/translator/ratelimit.py)."""
+    return "remote_address" if policy_key == "ip" else policy_key
+
+
+def _status(spec: LimitSpec, decision: Decision, enforced_denial: bool) -> rls_pb2.RateLimitResponse.DescriptorStatus:
+    reset_ms = max(0, int(decision.reset_after * 1000))
+    return rls_pb2.RateLimitResponse.DescriptorStatus(
+        code=_OVER if enforced_denial else _OK,
+        current_limit=rls_pb2.RateLimitResponse.RateLimit(
+            name=spec.id,
+            requests_per_unit=decision.limit,
+            unit=_UNITS.get(spec.window_ms, rls_pb2.RateLimitResponse.RateLimit.UNKNOWN),
+        ),
+        limit_remaining=max(0, decision.remaining),
+        duration_until_reset=duration_pb2.Duration(seconds=reset_ms // 1000, nanos=(reset_ms % 1000) * 1_000_000),
+    )
+
+
+def _header(key: str, value: str) -> base_pb2.HeaderValue:
+    return base_pb2.HeaderValue(key=key, value=value)
+
+
+def rate_limit_headers(binding: Decision, denied: bool) -> list[base_pb2.HeaderValue]:
+    reset = max(1, math.ceil(binding.reset_after)) if denied else max(0, math.ceil(binding.reset_after))
+    headers = [
+        _header("x-ratelimit-limit", str(binding.limit)),
+        _header("x-ratelimit-remaining", str(max(0, binding.remaining))),
+        _header("x-ratelimit-reset", str(reset)),
+    ]
+    if denied:
+        headers.append(_header("retry-after", str(reset)))
+    return headers
+
+
+class RateLimitService(rls_pb2_grpc.RateLimitServiceServicer):  # type: ignore[misc]
+    def __init__(self, limiter: Limiter, table: PolicyTable) -> None:
+        self._limiter = limiter
+        self._table = table
+
+    async def ShouldRateLimit(  # noqa: N802 - gRPC method name
+        self, request: rls_pb2.RateLimitRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> rls_pb2.RateLimitResponse:
+        if request.domain != DOMAIN:
+            return rls_pb2.RateLimitResponse(overall_code=_OK)
+        cost = request.hits_addend or 1
+        named = [_key(d, self._table) for d in request.descriptors]
+        checks = [self._limiter.hit(spec, key, cost) for spec, key in (n for n in named if n is not None)]
+        decisions = iter(await asyncio.gather(*checks) if len(checks) > 1 else [await checks[0]] if checks else [])
+        statuses = []
+        binding: Decision | None = None
+        denied_any = False
+        for item in named:
+            if item is None:
+                statuses.append(rls_pb2.RateLimitResponse.DescriptorStatus(code=_OK))
+                continue
+            spec, _ = item
+            decision = next(decisions)
+            enforced_denial = not decision.allowed and not spec.shadow
+            statuses.append(_status(spec, decision, enforced_denial))
+            if spec.shadow:
+                continue
+            if enforced_denial:
+                if not denied_any or binding is None or decision.reset_after > binding.reset_after:
+                    binding = decision
+                denied_any = True
+            elif not denied_any and (binding is None or decision.remaining < binding.remaining):
+                binding = decision
+        response = rls_pb2.RateLimitResponse(overall_code=_OVER if denied_any else _OK, statuses=statuses)
+        if binding is not None:
+            response.response_headers_to_add.extend(rate_limit_headers(binding, denied_any))
+        return response

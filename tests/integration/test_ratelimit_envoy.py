@@ -1,0 +1,169 @@
+"""Rate limits through real Envoy, ratelimit_svc, the control plane and Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import Load, wait_for
+from tests.harness.issuer import TestIssuer
+from tests.harness.ratelimit import RateLimitServiceProcess
+from tests.harness.redis import RedisServer
+from tests.harness.route_repo import route_doc
+from tests.integration.conftest import StackFactory
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer.start(log_dir=tmp_path / "redis")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def limited(name: str, path: str, limits: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    return route_doc(
+        name,
+        {"match": {"pathPrefix": path}, "backends": [{"service": "svc-a", "port": 8080}], "rateLimits": limits,
+         "auth": {"required": False}, **spec},
+    )
+
+
+class Stack:
+    def __init__(self, gateway: GatewayStack, ratelimit: RateLimitServiceProcess, authz: ExtAuthzProcess | None) -> None:
+        self.gateway, self.ratelimit, self.authz = gateway, ratelimit, authz
+
+    def stop(self) -> None:
+        self.ratelimit.stop()
+        if self.authz is not None:
+            self.authz.stop()
+
+
+def start(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, routes: list[dict[str, Any]], *,
+          issuer: TestIssuer | None = None, extra: dict[str, Any] | None = None) -> Stack:
+    ratelimit = RateLimitServiceProcess(tmp_path / "rl", redis_url=redis.url, extra=extra)
+    authz = None
+    control_plane: dict[str, Any] = {"rateLimit": {"address": ratelimit.address, "timeout": "200ms"}}
+    if issuer is not None:
+        jwks = str(issuer.write_jwks(tmp_path / "jwks.json"))
+        authz = ExtAuthzProcess(
+            tmp_path / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]}
+        ).start()
+        control_plane["extAuthz"] = {"address": authz.address}
+    gateway = make_stack(control_plane_extra=control_plane)
+    gateway.commit_routes({"routes.yaml": routes})
+    gateway.start()
+    ratelimit.start(gateway.control_plane.xds_port)
+    return Stack(gateway, ratelimit, authz)
+
+
+def headers_of(reply: Any) -> tuple[str, str, str, str | None]:
+    h = reply.headers
+    return h.get("x-ratelimit-limit"), h.get("x-ratelimit-remaining"), h.get("x-ratelimit-reset"), h.get("retry-after")
+
+
+def test_over_the_limit_is_429_with_consistent_headers(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    stack = start(make_stack, tmp_path, redis, [limited("orders", "/orders", [{"key": "ip", "algorithm": "fixedWindow", "limit": 5, "window": "20s"}])])
+    try:
+        gw = stack.gateway
+        client = gw.client()
+        wait_for(lambda: client.request("/orders").headers.get("x-ratelimit-limit") == "5", 10, "rate-limit headers on /orders")
+        replies = [client.request("/orders") for _ in range(10)]
+        statuses = [r.status for r in replies]
+        assert 200 in statuses and statuses[-1] == 429, statuses
+        first_denied = statuses.index(429)
+        assert all(s == 429 for s in statuses[first_denied:])
+        allowed = replies[first_denied - 1]
+        limit, remaining, reset, retry = headers_of(allowed)
+        assert (limit, remaining, retry) == ("5", "0", None)
+        assert 0 < int(reset) <= 20
+        limit, remaining, reset, retry = headers_of(replies[-1])
+        assert (limit, remaining) == ("5", "0")
+        assert retry is not None and retry == reset and 1 <= int(retry) <= 20
+        assert replies[-1].upstream is None, "a denied request never reaches the upstream"
+        assert "x-envoy-ratelimited" not in replies[-1].headers
+    finally:
+        stack.stop()
+
+
+def test_two_limits_on_one_route_are_both_enforced(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    issuer = TestIssuer()
+    routes = [
+        route_doc(
+            "orders",
+            {
+                "match": {"pathPrefix": "/orders"},
+                "backends": [{"service": "svc-a", "port": 8080}],
+                "rateLimits": [
+                    {"key": "user", "algorithm": "fixedWindow", "limit": 3, "window": "30s"},
+                    {"key": "ip", "algorithm": "fixedWindow", "limit": 5, "window": "30s"},
+                ],
+            },
+        )
+    ]
+    stack = start(make_stack, tmp_path, redis, routes, issuer=issuer)
+    try:
+        gw = stack.gateway
+        alice = {"authorization": f"Bearer {issuer.token('alice')}"}
+        bob = {"authorization": f"Bearer {issuer.token('bob')}"}
+        wait_for(lambda: gw.get("/orders", headers=alice).headers.get("x-ratelimit-limit") is not None, 10, "limits in force")
+        # alice has used 1 of 3 (and 1 of the ip's 5).
+        assert [gw.get("/orders", headers=alice).status for _ in range(3)] == [200, 200, 429], "the user limit"
+        # bob has user quota left, but the shared ip has 5 - 3 = 2 left.
+        assert [gw.get("/orders", headers=bob).status for _ in range(3)] == [200, 200, 429], "the ip limit"
+        denied = gw.get("/orders", headers=bob)
+        assert denied.headers["x-ratelimit-limit"] == "5"
+    finally:
+        stack.stop()
+
+
+def test_a_limit_change_in_git_applies_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    stack = start(make_stack, tmp_path, redis, [limited("orders", "/orders", [{"key": "ip", "limit": 50, "window": "60s"}])])
+    try:
+        gw = stack.gateway
+        pid = stack.ratelimit.process.pid if stack.ratelimit.process else None
+        wait_for(lambda: gw.get("/orders").headers.get("x-ratelimit-limit") == "50", 10, "limit 50")
+        gw.commit_routes({"routes.yaml": [limited("orders", "/orders", [{"key": "ip", "limit": 3, "window": "60s"}])]}, "tighten")
+        gw.control_plane.sync()
+        wait_for(lambda: gw.get("/orders").headers.get("x-ratelimit-limit") == "3", 10, "limit 3 in force")
+        assert stack.ratelimit.process is not None and stack.ratelimit.process.pid == pid and stack.ratelimit.process.alive()
+        statuses = [gw.get("/orders").status for _ in range(5)]
+        assert statuses[-1] == 429
+    finally:
+        stack.stop()
+
+
+@pytest.mark.parametrize("policy", ["local", "open", "closed"])
+def test_redis_outage_under_load_follows_on_store_failure(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, policy: str) -> None:
+    routes = [limited("orders", "/orders", [{"key": "ip", "algorithm": "fixedWindow", "limit": 100000, "window": "60s", "onStoreFailure": policy},
+                                           {"key": "header:x-probe", "algorithm": "fixedWindow", "limit": 4, "window": "60s", "onStoreFailure": policy}])]
+    stack = start(make_stack, tmp_path, redis, routes, extra={"expectedInstances": 2})
+    try:
+        gw = stack.gateway
+        wait_for(lambda: gw.get("/orders").headers.get("x-ratelimit-limit") is not None, 10, "limits in force")
+        with Load(gw.listener_port, ["/orders"], workers=3) as load:
+            time.sleep(0.3)
+            redis.kill()
+            time.sleep(1.5)
+            # The probe key is limited to 4 globally; locally 4 ÷ 2 instances = 2.
+            probes = [gw.get("/orders", headers={"x-probe": "p1"}).status for _ in range(4)]
+            time.sleep(0.5)
+        statuses = load.report.statuses
+        assert not any(500 <= s < 600 for s in statuses), f"no 5xx while Redis is down: {statuses}"
+        if policy == "local":
+            assert statuses[200] > 0 and probes == [200, 200, 429, 429], probes
+        elif policy == "open":
+            assert statuses[200] > 0 and probes == [200, 200, 200, 200], probes
+        else:
+            assert 429 in statuses and probes == [429] * 4, probes
+        redis.restart()
+        wait_for(lambda: gw.get("/orders", headers={"x-probe": "p2"}).headers.get("x-ratelimit-limit") == "4", 15, "global counters back")
+    finally:
+        stack.stop()

@@ -4,7 +4,8 @@ Envoy sends one descriptor per limit of the matched route: ``[("limit", "<route>
 (<key kind>, <value>)]``. Every limit must pass (shadow limits are counted, never
 enforced). The answer carries ``X-RateLimit-Limit/Remaining/Reset`` for the binding limit
 (the one that denied, or the one with the least left) and, on 429, ``Retry-After``; the
-ratelimit filter's own header generation is off, so these are the only ones.
+ratelimit filter's own header generation is off, so these are the only ones. A denied
+request is not counted against the limits that passed it (``Limiter.refund``).
 """
 
 from __future__ import annotations
@@ -109,8 +110,10 @@ class RateLimitService(rls_pb2_grpc.RateLimitServiceServicer):  # type: ignore[m
             return rls_pb2.RateLimitResponse(overall_code=_OK)
         cost = request.hits_addend or 1
         named = [_key(d, self._table) for d in request.descriptors]
-        checks = [self._limiter.hit(spec, key, cost) for spec, key in (n for n in named if n is not None)]
-        decisions = iter(await asyncio.gather(*checks) if len(checks) > 1 else [await checks[0]] if checks else [])
+        known = [n for n in named if n is not None]
+        checks = [self._limiter.hit(spec, key, cost) for spec, key in known]
+        results = await asyncio.gather(*checks) if len(checks) > 1 else [await checks[0]] if checks else []
+        decisions = iter(results)
         statuses = []
         binding: Decision | None = None
         denied_any = False
@@ -130,6 +133,11 @@ class RateLimitService(rls_pb2_grpc.RateLimitServiceServicer):  # type: ignore[m
                 denied_any = True
             elif not denied_any and (binding is None or decision.remaining < binding.remaining):
                 binding = decision
+        if denied_any and len(known) > 1:
+            # A denied request used nothing: give the other limits' hits back.
+            await asyncio.gather(*(
+                self._limiter.refund(spec, key, decision, cost) for (spec, key), decision in zip(known, results)
+            ))
         response = rls_pb2.RateLimitResponse(overall_code=_OVER if denied_any else _OK, statuses=statuses)
         if binding is not None:
             response.response_headers_to_add.extend(rate_limit_headers(binding, denied_any))

@@ -1,0 +1,86 @@
+"""The same storage tests against a real 3-node Redis Cluster on loopback.
+
+Every test imported below is the unchanged function from test_ratelimit_store.py; only
+``redis_url`` differs (``redis+cluster://``), so the contract suite (exact, hybrid, local),
+the boundary burst, the token bucket, NOSCRIPT reload, the key layout, and the hybrid
+tests with 4 instances all run against the cluster too. What needs killing one standalone
+server (the on_store_failure test) stays in the other module.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from redis.asyncio import RedisCluster as AsyncRedisCluster
+
+from ratelimit_svc import Limiter, LimitSpec
+from ratelimit_svc.keys import counter_key
+from ratelimit_svc.redis_store import RedisClient
+from tests.harness.redis_cluster import RedisCluster
+from tests.integration.test_ratelimit_store import (  # noqa: F401  (collected here as well)
+    SAFE_TIMEOUT,
+    admin,
+    backend,
+    test_a_stale_release_never_lands_in_the_next_window,
+    test_boundary_burst,
+    test_calls_per_decision_exact_and_hybrid,
+    test_contract_a_cost_over_the_limit_never_passes,
+    test_contract_allows_up_to_the_limit_then_denies,
+    test_contract_denied_hits_do_not_count,
+    test_contract_fixed_window_starts_over,
+    test_contract_keys_and_limits_are_independent,
+    test_contract_remaining_and_reset_after_are_consistent,
+    test_contract_sliding_window_weighs_the_previous_window,
+    test_contract_token_bucket_refills,
+    test_four_instances_exact_mode_admit_exactly_the_limit,
+    test_four_instances_hybrid_mode_admit_at_most_the_limit_plus_the_bound,
+    test_graceful_close_returns_unused_tokens,
+    test_keys_and_ttls_as_documented,
+    test_killed_instance_reservation_lapses_with_its_window,
+    test_noscript_reload_after_script_flush,
+    test_token_bucket_follows_capacity_and_refill,
+)
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture(scope="module")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    cluster = RedisCluster.start(log_dir=tmp_path_factory.mktemp("redis-cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def redis_url(redis_cluster: RedisCluster) -> str:
+    return redis_cluster.url
+
+
+async def test_admin_and_limiter_really_use_the_cluster(redis_url: str, admin: RedisClient) -> None:
+    assert isinstance(admin, AsyncRedisCluster)
+    limiter = Limiter(url=redis_url, timeout=SAFE_TIMEOUT)
+    assert isinstance(limiter.redis.client, AsyncRedisCluster)
+    await limiter.close()
+
+
+async def test_counters_spread_over_the_nodes(redis_url: str, redis_cluster: RedisCluster) -> None:
+    """Each (limit, key) lives on the node that owns its hash tag's slot; 60 keys use every node."""
+    spec = LimitSpec(id=f"spread/{uuid.uuid4().hex[:8]}", algorithm="fixedWindow", limit=10, window_ms=60_000)
+    limiter = Limiter(url=redis_url, timeout=SAFE_TIMEOUT)
+    try:
+        for i in range(60):
+            assert (await limiter.hit(spec, f"user-{i}")).allowed
+    finally:
+        await limiter.close()
+    per_node = [
+        sum(
+            redis_cluster.cli_call(port, "exists", counter_key(spec, f"user-{i}")) == "1" for i in range(60)
+        )
+        for port in redis_cluster.ports
+    ]
+    assert sum(per_node) == 60
+    assert all(count > 0 for count in per_node)

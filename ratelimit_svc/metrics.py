@@ -13,7 +13,7 @@ Per limit id (label ``limit``):
     gatehouse_ratelimit_reserved_tokens_total      tokens those reservations took
     gatehouse_ratelimit_released_tokens_total      unused tokens given back (graceful close)
     gatehouse_ratelimit_lapsed_tokens_total        reserved tokens unused when their window ended
-    gatehouse_ratelimit_redis_calls_total{op}      Redis round trips: hit, reserve, release
+    gatehouse_ratelimit_redis_calls_total{op}      Redis round trips: hit, refund, reserve, release
 
 Per circuit breaker (label ``breaker``): ``gatehouse_ratelimit_circuit_state{state}`` (1 for
 the current state) and ``gatehouse_ratelimit_circuit_transitions_total{from,to}``.

@@ -21,6 +21,7 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from google.protobuf import duration_pb2
 
+from ratelimit_svc import metrics
 from ratelimit_svc.limiter import Limiter
 from ratelimit_svc.model import Decision, LimitSpec
 
@@ -46,7 +47,10 @@ class PolicyTable:
         self.keys: Mapping[str, str] = {}
 
     def replace(self, specs: dict[str, LimitSpec], keys: dict[str, str]) -> None:
+        removed = self.specs.keys() - specs.keys()
         self.specs, self.keys = specs, keys
+        for limit_id in removed:
+            metrics.forget(limit_id)  # route churn must not grow /metrics forever
 
 
 def _key(descriptor: Any, table: PolicyTable) -> tuple[LimitSpec, str] | None:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from redis.asyncio import RedisCluster as AsyncRedisCluster
+from structlog.testing import capture_logs
 
 from ratelimit_svc import Limiter, LimitSpec
 from ratelimit_svc.keys import counter_key
@@ -72,8 +73,10 @@ async def test_counters_spread_over_the_nodes(redis_url: str, redis_cluster: Red
     spec = LimitSpec(id=f"spread/{uuid.uuid4().hex[:8]}", algorithm="fixedWindow", limit=10, window_ms=60_000)
     limiter = Limiter(url=redis_url, timeout=SAFE_TIMEOUT)
     try:
-        for i in range(60):
-            assert (await limiter.hit(spec, f"user-{i}")).allowed
+        with capture_logs() as logs:
+            decisions = [await limiter.hit(spec, f"user-{i}") for i in range(60)]
+        assert all(d.allowed for d in decisions)
+        assert [d.source for d in decisions] == ["redis"] * 60, logs[:4]
     finally:
         await limiter.close()
     per_node = [

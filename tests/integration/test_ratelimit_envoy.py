@@ -164,6 +164,11 @@ def test_redis_outage_under_load_follows_on_store_failure(make_stack: StackFacto
         else:
             assert 429 in statuses and probes == [429] * 4, probes
         redis.restart()
-        wait_for(lambda: gw.get("/orders", headers={"x-probe": "p2"}).headers.get("x-ratelimit-limit") == "4", 15, "global counters back")
+        # A first hit counted in Redis leaves 3 of 4 (local: 1 of 2; open: 4; closed: 429).
+        wait_for(lambda: gw.get("/orders", headers={"x-probe": "p2"}).headers.get("x-ratelimit-remaining") == "3", 15,
+                 "global counters back")
+        fresh = [gw.get("/orders", headers={"x-probe": "p3"}) for _ in range(5)]
+        assert [r.status for r in fresh] == [200, 200, 200, 200, 429], "the global limit of 4, not a fallback"
+        assert [r.headers.get("x-ratelimit-limit") for r in fresh] == ["4"] * 5
     finally:
         stack.stop()

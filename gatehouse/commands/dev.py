@@ -1,7 +1,7 @@
 """`gatehouse dev`: the whole stack on 127.0.0.1, from examples/routes, in one command.
 
-Redis, two sample upstreams, ext_authz (trusting a local development issuer), the control
-plane (reading routes from a local Git repository seeded from examples/routes) and Envoy.
+Redis, two sample upstreams, ext_authz (trusting a local development issuer), ratelimit_svc
+(a sample route allows 5 requests per 10 s), the control plane (reading routes from a local Git repository seeded from examples/routes) and Envoy.
 It checks that requests really flow, then prints tokens and curl lines to try. Edit a
 route in the printed repository, commit, and Envoy serves the change within a second.
 """
@@ -19,7 +19,7 @@ from gatehouse.devstack.stack import DevStack, Ports
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("dev", help="run the whole stack locally (Envoy, control plane, ext_authz, Redis, upstreams)")
+    parser = subparsers.add_parser("dev", help="run the whole stack locally (Envoy, control plane, ext_authz, ratelimit, Redis, upstreams)")
     parser.add_argument("--port", type=int, default=8080, help="the gateway's HTTP port")
     parser.add_argument("--workdir", type=Path, default=Path(".gatehouse-dev"), help="logs, config, keys, routes repo")
     parser.add_argument("--reset", action="store_true", help="re-seed the routes repository from examples/routes")

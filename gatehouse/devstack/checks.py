@@ -22,6 +22,10 @@ class Check:
     what: str
 
 
+LIMITED = "/api/v2/quotes"
+QUOTA = 5
+RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+
 CHECKS = (
     Check("/api/v2/orders/42", None, 401, None, "an authenticated route without a token"),
     Check("/api/v2/orders/42", READ, 200, "order-service", "{id} template, token with orders:read"),
@@ -46,6 +50,7 @@ def banner(stack: DevStack) -> str:
         f"  gateway       {base}",
         f"  control plane http://127.0.0.1:{ports.admin}/status   (gatehouse status --admin http://127.0.0.1:{ports.admin})",
         f"  ext_authz     127.0.0.1:{ports.ext_authz} (metrics http://127.0.0.1:{ports.ext_authz_metrics}/metrics)",
+        f"  ratelimit     127.0.0.1:{ports.ratelimit} (metrics http://127.0.0.1:{ports.ratelimit_metrics}/metrics)",
         f"  envoy admin   http://127.0.0.1:{ports.envoy_admin}/",
         f"  redis         127.0.0.1:{ports.redis}",
         f"  logs          {stack.logs}/",
@@ -62,6 +67,11 @@ def banner(stack: DevStack) -> str:
         lines.append(f"  curl -si{auth} {base}{check.path}    # {expect}: {check.what}")
     checkout = stack.repo / "routes" / "checkout.yaml"
     lines += [
+        "",
+        f"Rate limit: {LIMITED} allows {QUOTA} requests per 10 s per client IP, then 429 with Retry-After:",
+        f"  for i in $(seq {QUOTA + 1}); do curl -s -o /dev/null -w '%{{http_code}} ' {base}{LIMITED}; done; echo"
+        f"    # {' '.join(['200'] * QUOTA)} 429",
+        f"  curl -si {base}{LIMITED} | grep -i -e ratelimit -e retry-after",
         "",
         "Block the account, then unblock it (every ext_authz instance follows within a second):",
         f"  gatehouse block --sub alice --ttl 10m {admin}",
@@ -95,6 +105,7 @@ def run_checks(stack: DevStack) -> list[str]:
         got, _, body = http_get(stack.url(check.path), headers)
         if got != check.status or (check.upstream is not None and _upstream_of(body) != check.upstream):
             failures.append(f"{check.path} ({check.what}): expected {check.status} {check.upstream or ''}, got {got} {_upstream_of(body) or ''}")
+    failures += _check_rate_limit(stack)
     checkout = stack.repo / "routes" / "checkout.yaml"
     checkout.write_text(checkout.read_text().replace("weight: 90", "weight: 0").replace("weight: 10", "weight: 100"))
     git(stack.repo, "commit", "-qam", "checkout: all traffic to v3")
@@ -105,4 +116,19 @@ def run_checks(stack: DevStack) -> list[str]:
         time.sleep(0.1)
     else:
         failures.append("live route change: /api/v2/checkout did not move to order-service-v3 within 5s")
+    return failures
+
+
+def _check_rate_limit(stack: DevStack) -> list[str]:
+    """QUOTA requests pass with X-RateLimit-* headers, the next is 429 with Retry-After."""
+    replies = [http_get(stack.url(LIMITED)) for _ in range(QUOTA + 1)]
+    statuses = [status for status, _, _ in replies]
+    if statuses != [200] * QUOTA + [429]:
+        return [f"{LIMITED} (rate limit {QUOTA} per 10 s): expected {QUOTA} × 200 then 429, got {statuses}"]
+    failures = []
+    for status, headers, _ in replies:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        missing = [h for h in (*RATE_LIMIT_HEADERS, *(("retry-after",) if status == 429 else ())) if h not in lowered]
+        if missing:
+            failures.append(f"{LIMITED}: a {status} answer lacks {', '.join(missing)}")
     return failures

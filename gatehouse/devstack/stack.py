@@ -64,6 +64,8 @@ class Ports:
     ext_authz: int = field(default_factory=free_port)
     ext_authz_admin: int = field(default_factory=free_port)
     ext_authz_metrics: int = field(default_factory=free_port)
+    ratelimit: int = field(default_factory=free_port)
+    ratelimit_metrics: int = field(default_factory=free_port)
     upstreams: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in UPSTREAMS})
 
 
@@ -100,6 +102,7 @@ class DevStack:
             "admin": {"address": f"127.0.0.1:{ports.admin}"},
             "gateway": {"listenerAddress": "127.0.0.1", "listenerPort": ports.listener},
             "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz}"},
+            "rateLimit": {"address": f"127.0.0.1:{ports.ratelimit}", "timeout": "100ms"},
             "sources": {
                 "git": [
                     {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache"}
@@ -114,6 +117,13 @@ class DevStack:
             "issuers": [self.issuer.issuer_config()],
             "revocation": {"redisUrl": f"redis://127.0.0.1:{ports.redis}/0"},
         }
+        ratelimit = {
+            "listen": f"127.0.0.1:{ports.ratelimit}",
+            "metrics": {"listen": f"127.0.0.1:{ports.ratelimit_metrics}"},
+            "redis": {"url": f"redis://127.0.0.1:{ports.redis}/0", "timeout": "50ms"},
+            "policies": {"xds": {"address": f"127.0.0.1:{ports.xds}", "nodeId": "dev-ratelimit"}},
+        }
+        (self.workdir / "ratelimit.yaml").write_text(yaml.safe_dump(ratelimit, sort_keys=False))
         (self.workdir / "control-plane.yaml").write_text(yaml.safe_dump(control_plane, sort_keys=False))
         (self.workdir / "ext-authz.yaml").write_text(yaml.safe_dump(ext_authz, sort_keys=False))
         bootstrap = render_bootstrap(
@@ -149,6 +159,10 @@ class DevStack:
         authz.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.ext_authz_metrics}/readyz")[0] == 200, 30, "ext_authz ready")
         plane = self._gatehouse("control-plane", "--config", str(self.workdir / "control-plane.yaml"), name="control-plane")
         plane.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.admin}/readyz")[0] == 200, 30, "control plane ready")
+        ratelimit = self._gatehouse("ratelimit", "--config", str(self.workdir / "ratelimit.yaml"), name="ratelimit")
+        ratelimit.wait_until(
+            lambda: http_get(f"http://127.0.0.1:{ports.ratelimit_metrics}/readyz")[0] == 200, 30, "ratelimit ready"
+        )
         envoy = self._start(
             [envoy_bin, "-c", str(self.workdir / "envoy.yaml"), "--disable-hot-restart", "--log-level", "warning"], "envoy"
         )

@@ -28,3 +28,4 @@ def test_dev_stack_serves_the_examples_and_a_live_change(tmp_path: Path) -> None
     assert "dev check: ok" in result.stdout
     assert f'curl -si -H "Authorization: Bearer $WRITE" http://127.0.0.1:{port}/api/v2/orders/bulk' in result.stdout
     assert "export READ=$(gatehouse token" in result.stdout
+    assert f"http://127.0.0.1:{port}/api/v2/quotes; done; echo    # 200 200 200 200 200 429" in result.stdout

@@ -7,7 +7,8 @@
 - what the chart renders for the programs is what they accept: the control-plane config
   loads with `control_plane.config.load_config`, the Envoy bootstrap passes
   `envoy --mode validate` with the Deployment's own arguments, the ext_authz config loads
-  with `ext_authz.config.load_ext_authz_config`, and every container runs a command that
+  with `ext_authz.config.load_ext_authz_config`, the ratelimit config with
+  `ratelimit_svc.config.load_ratelimit_config`, and every container runs a command that
   exists;
 - `kubectl apply --dry-run=server` accepts every rendering, with no Pod Security
   ("restricted") warning;
@@ -19,7 +20,11 @@
 - `helm install` with ext_authz on: the generated admin credential survives `helm upgrade`,
   and `gatehouse ext-authz` runs with the installed ConfigMap and Secret (the Deployment's
   own arguments): ready on its probe port, decides with the configured issuer, and
-  `gatehouse revoke` with the Secret's credential revokes a token through the admin port.
+  `gatehouse revoke` with the Secret's credential revokes a token through the admin port;
+- `helm install` with rate limits on: `gatehouse ratelimit` runs with the installed ConfigMap
+  and the Deployment's own arguments, gets its limits from a control plane running the
+  installed config, turns ready on its probe port, and counts a Route's limit in Redis on
+  the localhost port Envoy is given.
 
 Needs the tools from scripts/build-kube-tools; under CI=true a missing tool fails.
 """
@@ -46,9 +51,13 @@ import pytest
 import yaml
 from envoy.service.auth.v3 import attribute_context_pb2, external_auth_pb2, external_auth_pb2_grpc
 from google.rpc import code_pb2
+from redis import Redis as RedisClient
 
 from control_plane.config import load_config
+from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
+from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from ext_authz.config import load_ext_authz_config
+from ratelimit_svc.config import load_ratelimit_config
 from tests.harness.control_plane import ControlPlaneProcess
 from tests.harness.envoy import envoy_binary
 from tests.harness.http_client import Client, get, wait_for
@@ -74,9 +83,9 @@ CONTROL_PLANE = f"{RELEASE}-gatehouse-control-plane"
 GATEWAY = f"{RELEASE}-gatehouse-gateway"
 
 # Every optional part that renders something real except ext_authz (its own variant
-# below). The ratelimit sidecar is not here: its command arrives with issue 5.
+# below): the ratelimit sidecar on the in-chart Redis, Git, NetworkPolicies ...
 ALL_ON = [
-    "--set", "networkPolicy.enabled=true,redis.enabled=true",
+    "--set", "networkPolicy.enabled=true,redis.enabled=true,rateLimit.enabled=true",
     "--set", "controlPlane.git.enabled=true,controlPlane.git.repo=https://git.example.com/routes.git",
     "--set", "controlPlane.git.path=routes,controlPlane.kubernetes.namespaces={shop}",
     "--set", "gateway.service.type=LoadBalancer,gateway.service.externalTrafficPolicy=Local",
@@ -103,10 +112,16 @@ EXT_AUTHZ_ON = [
     "--set-json", 'extAuthz.admin.from=[{"podSelector":{"matchLabels":{"app":"revocation-bot"}}}]',
 ]  # fmt: skip
 SIDECARS_ON = ["--set", "extAuthz.enabled=true,rateLimit.enabled=true,redis.enabled=true", *WITH_ISSUERS]
+# The ratelimit sidecar with every value set away from its default.
+RATE_LIMIT_ON = [
+    "--set", "rateLimit.enabled=true,rateLimit.timeout=150ms,rateLimit.failClosed=true,rateLimit.logLevel=debug",
+    "--set", "rateLimit.redis.timeout=80ms,rateLimit.hybrid.maxBatch=40,rateLimit.port=8085,rateLimit.metricsPort=9105",
+]  # fmt: skip
 
 VARIANTS = {"defaults": [], "all-optional-parts": ALL_ON, "ext-authz": EXT_AUTHZ_ON}
 EXT_AUTHZ = f"{RELEASE}-gatehouse-ext-authz"
 EXT_AUTHZ_ADMIN_SECRET = f"{RELEASE}-gatehouse-ext-authz-admin"
+RATELIMIT = f"{RELEASE}-gatehouse-ratelimit"
 DRAIN_SECONDS = 3
 
 
@@ -195,6 +210,16 @@ def test_helm_lint_is_clean(tools: KubeTools, helm_home: Path, variant: str) -> 
         (["--set-json", 'extAuthz.issuers=[{"issuer":"a","jwksUrl":"https://k","claimHeaders":{"X-User":"sub"}}]'], "X-User"),
         (["--set", "extAuthz.admin.existingSecret=Not_A_Name"], "existingSecret"),
         (["--set", "extAuthz.failOpen=yes"], "failOpen"),
+        (["--set-json", 'rateLimit.command=["gatehouse","ratelimit"]'], "command"),
+        (["--set", "rateLimit.expectedInstances=0"], "expectedInstances"),
+        (["--set", "rateLimit.expectedInstances=two"], "expectedInstances"),
+        (["--set", "rateLimit.timeout=100"], "timeout"),
+        (["--set", "rateLimit.redis.timeout=50"], "timeout"),
+        (["--set", "rateLimit.redis.url=redis://elsewhere:6379/0"], "url"),
+        (["--set", "rateLimit.hybrid.maxBatch=0"], "maxBatch"),
+        (["--set", "rateLimit.failClosed=yes"], "failClosed"),
+        (["--set", "rateLimit.metricsPort=0"], "metricsPort"),
+        (["--set", "rateLimit.logLevel=loud"], "logLevel"),
     ],
 )
 def test_schema_refuses_unknown_and_mistyped_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
@@ -208,7 +233,11 @@ def test_schema_refuses_unknown_and_mistyped_values(tools: KubeTools, helm_home:
     [
         (["--set", "gateway.drainSeconds=30,gateway.terminationGracePeriodSeconds=30"], "must be larger than gateway.drainSeconds"),
         (["--set", "gateway.port=9901"], "ports collide"),
-        (["--set", "rateLimit.enabled=true,rateLimit.port=9902"], "ports collide"),
+        (["--set", "rateLimit.enabled=true,redis.enabled=true,rateLimit.port=9902"], "ports collide"),
+        (["--set", "rateLimit.enabled=true,redis.enabled=true,rateLimit.metricsPort=8080"], "ports collide"),
+        (["--set", "rateLimit.enabled=true,redis.enabled=true,rateLimit.port=9003", *EXT_AUTHZ_ON], "ports collide"),
+        (["--set", "rateLimit.enabled=true"], "rateLimit.enabled=true needs a Redis for the rate-limit counters: set redis.url"),
+        (["--set", "rateLimit.enabled=true,redis.enabled=false,redis.url="], "rateLimit.enabled=true needs a Redis"),
         (["--set", "gateway.autoscaling.minReplicas=5,gateway.autoscaling.maxReplicas=3"], "minReplicas"),
         (["--set", "extAuthz.enabled=true,redis.enabled=true"], "extAuthz.enabled=true needs at least one trusted issuer in extAuthz.issuers"),
         (["--set", "extAuthz.enabled=true", *WITH_ISSUERS], "extAuthz.revocation.enabled=true needs a Redis: set redis.url"),
@@ -272,6 +301,11 @@ def test_rendered_config_and_bootstrap_are_accepted_by_the_programs(
     else:
         assert config.sources.git == []
     assert config.gateway.listener_port == 8080
+    # Envoy calls the ratelimit sidecar of its own pod exactly when it runs.
+    if variant == "all-optional-parts":
+        assert config.rate_limit is not None and config.rate_limit.address == "127.0.0.1:8081"
+    else:
+        assert config.rate_limit is None
 
     # The gateway: the bootstrap passes `envoy --mode validate` with the Deployment's args.
     bootstrap_map = find(docs, "ConfigMap", GATEWAY)
@@ -314,12 +348,12 @@ def test_every_rendered_container_runs_a_command_that_exists(tools: KubeTools, h
         expected.add(f"{RELEASE}-gatehouse-redis/redis")
     if variant == "ext-authz":
         expected.add(f"{GATEWAY}/ext-authz")
+    if variant == "all-optional-parts":
+        expected.add(f"{GATEWAY}/ratelimit")
     assert set(found) == expected
     for name, container in found.items():
         if container.get("command") == ["gatehouse"]:
             assert gatehouse_subcommand_exists(container["args"][0]), name
-        for key in ("command", "args"):
-            assert "ratelimit" not in container.get(key, []), name  # not built yet (issue 5)
 
 
 IN_CHART_REDIS = f"redis://{RELEASE}-gatehouse-redis.{NAMESPACE}.svc.cluster.local:6379/0"
@@ -330,22 +364,27 @@ def test_sidecars_render_only_when_enabled_on_localhost(tools: KubeTools, helm_h
     pod = find(docs, "Deployment", GATEWAY)["spec"]["template"]["spec"]
     by_name = {c["name"]: c for c in pod["containers"]}
     assert set(by_name) == {"envoy", "ext-authz", "ratelimit"}
-    ratelimit = by_name["ratelimit"]
-    env = {e["name"]: e.get("value") for e in ratelimit["env"]}
-    assert env["GATEHOUSE_LISTEN_ADDRESS"] == "127.0.0.1:8081"
-    assert env["REDIS_URL"] == IN_CHART_REDIS
-    assert env["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
-    assert "ports" not in ratelimit  # localhost only: nothing exposed on the pod IP
-    # ext_authz: the gRPC service on localhost; only its probe/metrics port on the pod IP.
+    # Each sidecar: the gRPC service on localhost; only its probe/metrics port on the pod IP.
+    rl_config = yaml.safe_load(find(docs, "ConfigMap", RATELIMIT)["data"]["ratelimit.yaml"])
+    assert rl_config["listen"] == "127.0.0.1:8081"
+    assert [(p["name"], p["containerPort"]) for p in by_name["ratelimit"]["ports"]] == [("rl-metrics", 9004)]
     authz_config = yaml.safe_load(find(docs, "ConfigMap", EXT_AUTHZ)["data"]["ext-authz.yaml"])
     assert authz_config["listen"] == "127.0.0.1:9001"
     assert [(p["name"], p["containerPort"]) for p in by_name["ext-authz"]["ports"]] == [("authz-metrics", 9003)]
     for name in ("ext-authz", "ratelimit"):
         assert by_name[name]["resources"]["requests"]["cpu"]  # the HPA needs every container's request
-    # Nothing of ext_authz without extAuthz.enabled.
+    # Both mount their own config at /etc/gatehouse: different volumes, one per container.
+    mounts = {name: {m["mountPath"]: m["name"] for m in by_name[name]["volumeMounts"]} for name in ("ext-authz", "ratelimit")}
+    assert (mounts["ext-authz"]["/etc/gatehouse"], mounts["ratelimit"]["/etc/gatehouse"]) == ("ext-authz-config", "ratelimit-config")
+    assert set(mounts["ext-authz"].values()).isdisjoint(mounts["ratelimit"].values())
+    cp_config = yaml.safe_load(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    assert (cp_config["extAuthz"]["address"], cp_config["rateLimit"]["address"]) == ("127.0.0.1:9001", "127.0.0.1:8081")
+    # Nothing of ext_authz or ratelimit while they are off (a Redis alone renders neither).
     plain = objects(template(tools, helm_home, "--set", "redis.enabled=true", *WITH_ISSUERS))
-    assert not [d for d in plain if "ext-authz" in d["metadata"]["name"]]
-    assert "extAuthz" not in yaml.safe_load(find(plain, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    assert not [d for d in plain if "ext-authz" in d["metadata"]["name"] or "ratelimit" in d["metadata"]["name"]]
+    plain_cp = yaml.safe_load(find(plain, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    assert "extAuthz" not in plain_cp and "rateLimit" not in plain_cp
+    assert {c["name"] for c in find(plain, "Deployment", GATEWAY)["spec"]["template"]["spec"]["containers"]} == {"envoy"}
 
 
 def volume_file(pod: dict[str, Any], container: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
@@ -440,6 +479,83 @@ def test_ext_authz_admin_defaults_to_localhost_and_takes_an_existing_secret(tool
     assert config.revocation is None and config.admin is None
 
 
+@pytest.mark.parametrize("redis", ["in-chart", "external"])
+def test_rendered_ratelimit_config_loads_and_envoy_is_pointed_at_the_sidecar(
+    tools: KubeTools, helm_home: Path, tmp_path: Path, redis: str
+) -> None:
+    values = [*RATE_LIMIT_ON, "--set", "networkPolicy.enabled=true", *EXT_AUTHZ_ON]
+    if redis == "external":
+        values += ["--set", "redis.enabled=false,redis.url=rediss://redis.example.com:6380/2"]
+    docs = objects(template(tools, helm_home, *values))
+
+    # The sidecar's config, as `gatehouse ratelimit` loads it.
+    config_file = tmp_path / "ratelimit.yaml"
+    config_file.write_text(find(docs, "ConfigMap", RATELIMIT)["data"]["ratelimit.yaml"])
+    config = load_ratelimit_config(config_file)
+    assert config.listen == "127.0.0.1:8085"  # only the Envoy of the same pod calls it
+    assert config.metrics.listen == "0.0.0.0:9105"  # the kubelet probes the pod IP
+    assert config.redis.url == (IN_CHART_REDIS if redis == "in-chart" else "rediss://redis.example.com:6380/2")
+    assert (config.redis.timeout, config.hybrid.max_batch) == (80, 40)
+    assert config.expected_instances == 10  # autoscaling on: gateway.autoscaling.maxReplicas
+    # The limits come from the control plane's xDS Service, as the pod's own node.
+    service = find(docs, "Service", CONTROL_PLANE)
+    xds_port = next(p["port"] for p in service["spec"]["ports"] if p["targetPort"] == "xds")
+    assert config.policies.xds.address == f"{CONTROL_PLANE}.{NAMESPACE}.svc.cluster.local:{xds_port}"
+    assert config.policies.xds.cluster == "ratelimit"
+    assert "nodeId" not in yaml.safe_load(config_file.read_text())["policies"]["xds"]  # POD_NAME, per pod
+
+    # The Deployment runs exactly that file and probes the metrics port.
+    gateway = find(docs, "Deployment", GATEWAY)
+    pod = gateway["spec"]["template"]["spec"]
+    sidecar = next(c for c in pod["containers"] if c["name"] == "ratelimit")
+    assert [*sidecar["command"], *sidecar["args"]] == ["gatehouse", "ratelimit", "--config", "/etc/gatehouse/ratelimit.yaml", "--log-level", "debug"]
+    assert gatehouse_subcommand_exists(sidecar["args"][0])
+    volume, name = volume_file(pod, sidecar, sidecar["args"][2])
+    assert (volume["configMap"]["name"], name) == (RATELIMIT, "ratelimit.yaml")
+    assert {p["name"]: p["containerPort"] for p in sidecar["ports"]} == {"rl-metrics": 9105}
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "rl-metrics"}
+    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "rl-metrics"}
+    env = {e["name"]: e for e in sidecar["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"  # the xDS node id
+    assert sidecar["securityContext"] == next(c for c in pod["containers"] if c["name"] == "envoy")["securityContext"]
+    assert sidecar["resources"]["requests"]["cpu"]  # the HPA needs every container's request
+    assert sidecar["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]  # outlives Envoy's drain
+    assert "checksum/ratelimit" in gateway["spec"]["template"]["metadata"]["annotations"]
+
+    # The control plane sends Envoy to the sidecar of its own pod.
+    cp_file = tmp_path / "control-plane.yaml"
+    cp_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    cp_config = load_config(cp_file)
+    assert cp_config.rate_limit is not None
+    assert (cp_config.rate_limit.address, cp_config.rate_limit.timeout, cp_config.rate_limit.fail_closed) == ("127.0.0.1:8085", 150, True)
+
+    # The gateway pods' policy keeps the sidecar's metrics port open, like ext_authz's.
+    policy = find(docs, "NetworkPolicy", GATEWAY)["spec"]
+    assert {p["port"] for p in policy["ingress"][0]["ports"]} == {8080, 9902, 9003, 9105}
+    # ... and the control plane takes xDS from the gateway pods, where the sidecar runs.
+    cp_policy = find(docs, "NetworkPolicy", CONTROL_PLANE)["spec"]["ingress"][0]
+    assert cp_policy["from"][0]["podSelector"]["matchLabels"] == gateway["spec"]["selector"]["matchLabels"]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([], 10),  # autoscaling on: maxReplicas, so the local fallback never admits more than a limit
+        (["--set", "gateway.autoscaling.maxReplicas=6"], 6),
+        (["--set", "gateway.autoscaling.enabled=false,gateway.replicas=3"], 3),
+        (["--set", "gateway.autoscaling.enabled=false,gateway.replicas=0"], 1),
+        (["--set", "rateLimit.expectedInstances=4"], 4),
+    ],
+)
+def test_ratelimit_expected_instances_follows_the_gateway(
+    tools: KubeTools, helm_home: Path, tmp_path: Path, values: list[str], expected: int
+) -> None:
+    docs = objects(template(tools, helm_home, "--set", "rateLimit.enabled=true,redis.url=redis://redis.example.com:6379/0", *values))
+    config_file = tmp_path / "ratelimit.yaml"
+    config_file.write_text(find(docs, "ConfigMap", RATELIMIT)["data"]["ratelimit.yaml"])
+    assert load_ratelimit_config(config_file).expected_instances == expected
+
+
 # --- the real API server ------------------------------------------------------------------
 
 
@@ -505,8 +621,8 @@ def can_i(api: KubeAPIServer, user: str, verb: str, resource: str, namespace: st
     return result.stdout.strip() == "yes"
 
 
-def service_account_kubeconfig(api: KubeAPIServer, directory: Path, service_account: str) -> Path:
-    token = api.kubectl("create", "token", service_account, "-n", NAMESPACE, "--duration=1h").stdout.strip()
+def service_account_kubeconfig(api: KubeAPIServer, directory: Path, service_account: str, namespace: str = NAMESPACE) -> Path:
+    token = api.kubectl("create", "token", service_account, "-n", namespace, "--duration=1h").stdout.strip()
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -689,9 +805,12 @@ AUTHZ_RELEASE = "authz"
 AUTHZ_NAMESPACE = "gatehouse-authz"
 
 
-def materialize_mounts(api: KubeAPIServer, pod: dict[str, Any], container: dict[str, Any], root: Path) -> dict[str, Path]:
-    """What the kubelet would mount into `container`: its ConfigMap and Secret volumes, read
-    back from the API server, written under `root`. Returns mountPath → local directory."""
+def materialize_mounts(
+    api: KubeAPIServer, pod: dict[str, Any], container: dict[str, Any], root: Path, namespace: str = AUTHZ_NAMESPACE
+) -> dict[str, Path]:
+    """What the kubelet would mount into `container`: its ConfigMap, Secret and emptyDir
+    volumes (those read back from the API server), written under `root`. Returns
+    mountPath → local directory."""
     volumes = {v["name"]: v for v in pod["volumes"]}
     mapping = {}
     for mount in container["volumeMounts"]:
@@ -699,11 +818,11 @@ def materialize_mounts(api: KubeAPIServer, pod: dict[str, Any], container: dict[
         directory = root / mount["name"]
         directory.mkdir(parents=True)
         if "configMap" in volume:
-            obj = json.loads(api.kubectl("get", "configmap", volume["configMap"]["name"], "-n", AUTHZ_NAMESPACE, "-o", "json").stdout)
+            obj = json.loads(api.kubectl("get", "configmap", volume["configMap"]["name"], "-n", namespace, "-o", "json").stdout)
             for key, value in obj["data"].items():
                 (directory / key).write_text(value)
         elif "secret" in volume:
-            obj = json.loads(api.kubectl("get", "secret", volume["secret"]["secretName"], "-n", AUTHZ_NAMESPACE, "-o", "json").stdout)
+            obj = json.loads(api.kubectl("get", "secret", volume["secret"]["secretName"], "-n", namespace, "-o", "json").stdout)
             for item in volume["secret"]["items"]:
                 (directory / item["path"]).write_bytes(base64.b64decode(obj["data"][item["key"]]))
         mapping[mount["mountPath"]] = directory
@@ -829,3 +948,118 @@ def test_helm_install_with_ext_authz_then_the_sidecar_runs_with_what_the_chart_i
         jwks.stop()
 
     api.helm("uninstall", AUTHZ_RELEASE, "--namespace", AUTHZ_NAMESPACE, "--wait", "--timeout", "60s")
+
+
+# --- ratelimit, installed and run ---------------------------------------------------------
+
+RL_RELEASE = "limits"
+RL_NAMESPACE = "gatehouse-limits"
+LIMITED_ROUTE = {
+    "apiVersion": "gatehouse.io/v1alpha1",
+    "kind": "Route",
+    "metadata": {"name": "orders-limited", "namespace": "shop"},
+    "spec": {
+        "match": {"path": "/api/v2/limited/{id}", "methods": ["GET"]},
+        "backends": [{"service": "order-service", "port": 8080}],
+        "rateLimits": [{"key": "ip", "algorithm": "fixedWindow", "limit": 2, "window": "60s"}],
+    },
+}
+
+
+def should_rate_limit(stub: Any, limit_id: str, client_ip: str) -> Any:
+    """The request Envoy's ratelimit filter sends for a route's limit keyed by client IP."""
+    entries = [
+        ratelimit_pb2.RateLimitDescriptor.Entry(key="limit", value=limit_id),
+        ratelimit_pb2.RateLimitDescriptor.Entry(key="remote_address", value=client_ip),
+    ]
+    request = rls_pb2.RateLimitRequest(domain="gatehouse", descriptors=[ratelimit_pb2.RateLimitDescriptor(entries=entries)])
+    return stub.ShouldRateLimit(request, timeout=10)
+
+
+@pytest.mark.redis
+def test_helm_install_with_rate_limit_then_the_sidecar_runs_with_what_the_chart_installed(api: KubeAPIServer, tmp_path: Path) -> None:
+    redis = RedisServer.start(log_dir=tmp_path / "redis")
+    control_plane: ControlPlaneProcess | None = None
+    sidecar_process: ManagedProcess | None = None
+    cp_name, gateway_name = f"{RL_RELEASE}-gatehouse-control-plane", f"{RL_RELEASE}-gatehouse-gateway"
+    try:
+        ports = {name: free_port() for name in ("xds", "cp_admin", "grpc", "metrics")}
+        install = api.helm(
+            "install", RL_RELEASE, str(CHART), "--namespace", RL_NAMESPACE, "--create-namespace",
+            "--set", f"rateLimit.enabled=true,redis.url={redis.url},rateLimit.logLevel=debug",
+            "--set", f"rateLimit.port={ports['grpc']},rateLimit.metricsPort={ports['metrics']}",
+            "--set", f"controlPlane.xdsPort={ports['xds']},controlPlane.adminPort={ports['cp_admin']}",
+            "--set", "gateway.autoscaling.enabled=false,gateway.replicas=3",
+        )  # fmt: skip
+        assert f"gatehouse ratelimit` (127.0.0.1:{ports['grpc']})" in install.stdout, install.stdout
+        assert "limit / 3" in install.stdout, install.stdout
+
+        # The control plane with the installed ConfigMap and its ServiceAccount's token.
+        installed = json.loads(api.kubectl("get", "configmap", cp_name, "-n", RL_NAMESPACE, "-o", "json").stdout)
+        cp_config = yaml.safe_load(loopback(installed["data"]["control-plane.yaml"]))
+        assert cp_config["rateLimit"] == {"address": f"127.0.0.1:{ports['grpc']}", "timeout": "100ms", "failClosed": False}
+        cp_config["sources"]["kubernetes"]["kubeconfig"] = str(service_account_kubeconfig(api, tmp_path, cp_name, RL_NAMESPACE))
+        cp_path = tmp_path / "control-plane.yaml"
+        cp_path.write_text(yaml.safe_dump(cp_config))
+        control_plane = ControlPlaneProcess(cp_path, log_dir=tmp_path, xds_port=ports["xds"], admin_port=ports["cp_admin"])
+        control_plane.start(timeout=60)
+
+        # The sidecar as the kubelet would start it: the installed Deployment's command,
+        # arguments and POD_NAME, its ConfigMap at (a local copy of) its mount path.
+        deployment = json.loads(api.kubectl("get", "deployment", gateway_name, "-n", RL_NAMESPACE, "-o", "json").stdout)
+        pod = deployment["spec"]["template"]["spec"]
+        sidecar = next(c for c in pod["containers"] if c["name"] == "ratelimit")
+        mounts = materialize_mounts(api, pod, sidecar, tmp_path / "volumes", namespace=RL_NAMESPACE)
+        args = list(sidecar["args"])
+        assert sidecar["command"] == ["gatehouse"] and args[:2] == ["ratelimit", "--config"]
+        config_path = Path(local_path(mounts, args[2]))
+        config = yaml.safe_load(loopback(config_path.read_text()))  # 0.0.0.0 (pod IP) → loopback here
+        assert config["redis"]["url"] == redis.url and config["expectedInstances"] == 3
+        xds_host = f"{cp_name}.{RL_NAMESPACE}.svc.cluster.local"
+        assert config["policies"]["xds"]["address"] == f"{xds_host}:{ports['xds']}"
+        config["policies"]["xds"]["address"] = f"127.0.0.1:{ports['xds']}"  # the Service's DNS name, here
+        config_path.write_text(yaml.safe_dump(config))
+        args[2] = str(config_path)
+        pod_name = f"{gateway_name}-{uuid.uuid4().hex[:5]}"
+        env = {**os.environ, "POD_NAME": pod_name, "POD_NAMESPACE": RL_NAMESPACE, "HOME": str(mounts["/tmp"])}
+        assert {e["name"] for e in sidecar["env"]} == {"POD_NAME", "POD_NAMESPACE", "HOME"}
+        sidecar_process = ManagedProcess.start([sys.executable, "-m", "gatehouse", *args], name="ratelimit", log_dir=tmp_path, env=env)
+
+        # Ready on the Deployment's probe once the control plane answered, even with no
+        # rate-limited route yet (an empty table is a table).
+        probe_port = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
+        readiness, liveness = sidecar["readinessProbe"]["httpGet"], sidecar["livenessProbe"]["httpGet"]
+        wait_for(lambda: http_status(probe_port[readiness["port"]], readiness["path"]) == 200, 30, "ratelimit /readyz 200")
+        assert http_status(probe_port[liveness["port"]], liveness["path"]) == 200
+        assert http_status(ports["metrics"], "/metrics") == 200
+        # The control plane sees it as the pod (its node id), in node group "ratelimit", on RLS.
+        (proxy,) = [p for p in control_plane.status()["proxies"] if p["node"] == pod_name]
+        assert proxy["cluster"] == "ratelimit" and proxy["subscribed"] == ["RLS"], proxy
+
+        # A Route with a limit: the sidecar enforces it on the port Envoy is given, in Redis.
+        api.kubectl("apply", "-f", "-", input=yaml.safe_dump(LIMITED_ROUTE))
+        limit_id = "shop/orders-limited#0"
+        address = cp_config["rateLimit"]["address"]
+        with grpc.insecure_channel(address) as channel:
+            stub = rls_pb2_grpc.RateLimitServiceStub(channel)
+
+            def limit_known() -> bool:
+                return should_rate_limit(stub, limit_id, "192.0.2.99").statuses[0].current_limit.requests_per_unit == 2
+
+            wait_for(limit_known, 30, "the Route's limit reached the sidecar over ADS")
+            codes = [should_rate_limit(stub, limit_id, "192.0.2.1").overall_code for _ in range(3)]
+            assert codes == [rls_pb2.RateLimitResponse.OK, rls_pb2.RateLimitResponse.OK, rls_pb2.RateLimitResponse.OVER_LIMIT]
+            denied = should_rate_limit(stub, limit_id, "192.0.2.1")
+            assert {h.key for h in denied.response_headers_to_add} >= {"x-ratelimit-limit", "retry-after"}
+        with RedisClient.from_url(redis.url, decode_responses=True) as client:
+            keys = list(client.scan_iter("gatehouse:rl:*"))
+        assert any("192.0.2.1}" in key for key in keys), keys  # counted in the configured Redis
+    finally:
+        api.kubectl("delete", "route", "orders-limited", "-n", "shop", "--ignore-not-found", check=False)
+        if sidecar_process is not None:
+            sidecar_process.stop()
+        if control_plane is not None:
+            control_plane.stop()
+        redis.stop()
+
+    api.helm("uninstall", RL_RELEASE, "--namespace", RL_NAMESPACE, "--wait", "--timeout", "60s")

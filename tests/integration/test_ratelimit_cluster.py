@@ -24,6 +24,7 @@ from tests.integration.test_ratelimit_store import (  # noqa: F401  (collected h
     SAFE_TIMEOUT,
     admin,
     backend,
+    settle,
     test_a_stale_release_never_lands_in_the_next_window,
     test_boundary_burst,
     test_calls_per_decision_exact_and_hybrid,
@@ -71,6 +72,7 @@ async def test_admin_and_limiter_really_use_the_cluster(redis_url: str, admin: R
 async def test_counters_spread_over_the_nodes(redis_url: str, redis_cluster: RedisCluster) -> None:
     """Each (limit, key) lives on the node that owns its hash tag's slot; 60 keys use every node."""
     spec = LimitSpec(id=f"spread/{uuid.uuid4().hex[:8]}", algorithm="fixedWindow", limit=10, window_ms=60_000)
+    await settle(spec.window_ms, 10_000)  # a fixed-window counter expires when its window ends
     limiter = Limiter(url=redis_url, timeout=SAFE_TIMEOUT)
     try:
         with capture_logs() as logs:

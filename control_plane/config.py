@@ -59,6 +59,16 @@ class RateLimitService(Model):
     """If the service cannot answer: false lets requests through (default), true answers 500."""
 
 
+class AccessLogService(Model):
+    """Where Envoy streams access-log entries (the telemetry service, `gatehouse telemetry`)."""
+
+    address: HostPort | list[HostPort]
+    buffer_size: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 16_384
+    """Bytes Envoy buffers before it sends (0: send each entry at once)."""
+    flush_interval: Duration = 1000
+    """Envoy sends a partly filled buffer after this long."""
+
+
 class Debounce(Model):
     quiet: Duration = 20
     max_delay: Duration = 250
@@ -123,6 +133,7 @@ class ControlPlaneConfig(Model):
     gateway: Gateway = Gateway()
     ext_authz: ExtAuthz | None = None
     rate_limit: RateLimitService | None = None
+    access_log: AccessLogService | None = None
     node_groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")], Gateway] = {}
     """Envoys whose node.cluster names a group here listen where the group says; the rest
     use `gateway`. Routes, clusters and endpoints are the same for every group."""

@@ -39,6 +39,7 @@ from control_plane.sources.kubernetes.endpoints import LayeredEndpoints
 from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
+from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.ratelimit import RateLimitSettings
 from control_plane.translator.pipeline import RouteTranslator, Translation, listener_resource
@@ -63,7 +64,12 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         rate_limit = RateLimitSettings(
             _addresses(config.rate_limit.address), config.rate_limit.timeout, config.rate_limit.fail_closed
         )
-    return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz, rate_limit)
+    access_log = None
+    if config.access_log is not None:
+        access_log = AccessLogSettings(
+            _addresses(config.access_log.address), config.access_log.buffer_size, config.access_log.flush_interval
+        )
+    return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz, rate_limit, access_log)
 
 
 def _addresses(raw: str | list[str]) -> tuple[tuple[str, int], ...]:

@@ -16,6 +16,18 @@ import structlog
 Format = Literal["json", "console"]
 
 
+class _CurrentStderr:
+    """``sys.stderr`` as of each write, not as of configuration: loggers are cached on first
+    use, and a stream swapped out later (pytest's capture, a daemon's redirect) would
+    otherwise leave them writing to a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(level: str = "info", fmt: Format = "json") -> None:
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
@@ -32,7 +44,7 @@ def configure_logging(level: str = "info", fmt: Format = "json") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
         # Cached (it matters on hot paths): the CLI configures for offline commands, services
         # configure again with their flags before anything has logged.
         cache_logger_on_first_use=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from control_plane.translator.access_log import access_log
 from control_plane.translator.ext_authz import ext_authz_filter, identity_header_filter
 from control_plane.translator.ratelimit import ratelimit_filter
 from control_plane.translator.settings import GatewaySettings
@@ -27,7 +28,7 @@ def http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
 
 
 def http_connection_manager(settings: GatewaySettings) -> dict[str, Any]:
-    return {
+    hcm = {
         "@type": HCM_TYPE,
         "stat_prefix": "gatehouse",
         "codec_type": "AUTO",
@@ -48,6 +49,9 @@ def http_connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         # x_user_id must not pass as a second spelling of x-user-id.
         "common_http_protocol_options": {"headers_with_underscores_action": "REJECT_REQUEST"},
     }
+    if settings.access_log is not None:
+        hcm["access_log"] = [access_log(settings.access_log)]
+    return hcm
 
 
 def http_listener(settings: GatewaySettings) -> Listener:

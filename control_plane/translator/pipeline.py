@@ -16,6 +16,7 @@ from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
+from control_plane.translator.access_log import access_log_cluster
 from control_plane.translator.clusters import cluster
 from control_plane.translator.ext_authz import ext_authz_cluster
 from control_plane.translator.coverage import unenforced
@@ -150,6 +151,8 @@ def service_clusters(settings: GatewaySettings) -> tuple[Resource, ...]:
         clusters.append(ext_authz_cluster(settings.ext_authz))
     if settings.rate_limit is not None:
         clusters.append(ratelimit_cluster(settings.rate_limit))
+    if settings.access_log is not None:
+        clusters.append(access_log_cluster(settings.access_log))
     return tuple(
         Resource.from_message(ResourceType.CLUSTER, data["name"], parse(Cluster, data)) for data in clusters
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.ratelimit import RateLimitSettings
 
@@ -14,3 +15,4 @@ class GatewaySettings:
     listener_port: int = 8080
     ext_authz: ExtAuthzSettings | None = None
     rate_limit: RateLimitSettings | None = None
+    access_log: AccessLogSettings | None = None

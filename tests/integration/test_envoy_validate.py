@@ -24,6 +24,7 @@ from control_plane.model.paths import check_re2
 from control_plane.render import resource_data
 from control_plane.sources.files import load_route_path
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
+from control_plane.translator.access_log import ACCESS_LOG_CLUSTER, AccessLogSettings
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from tests.harness.envoy import envoy_binary, validate_config, write_bootstrap
 from tests.unit.translator.golden import CaseResult, case_names, translate_case
@@ -242,3 +243,23 @@ def test_check_re2_agrees_with_envoy(regex: str, envoy_accepts: bool, tmp_path: 
     except ValueError:
         ours = False
     assert ours is envoy_accepts, f"check_re2 {'refuses' if envoy_accepts else 'accepts'} {regex!r}, Envoy does not"
+
+
+def test_the_access_log_wiring_passes_envoy_validate(tmp_path: Path) -> None:
+    routes, problems = load_route_path(REPO_ROOT / "examples" / "routes")
+    assert problems == [] and routes
+    settings = GatewaySettings(access_log=AccessLogSettings((("127.0.0.1", 9411), ("localhost", 9412)), 0, 50))
+    translation = RouteTranslator(settings).translate(routes)
+    table = parse_endpoints((REPO_ROOT / "examples" / "endpoints.yaml").read_bytes(), "endpoints.yaml")
+    endpoints = EndpointTranslator().translate(translation.cluster_refs, table)
+    clusters = [resource_data(r) for r in translation.clusters]
+    bootstrap = static_bootstrap(
+        [resource_data(r) for r in translation.listeners],
+        [resource_data(r) for r in translation.routes],
+        [c for c in clusters if c["name"] != ACCESS_LOG_CLUSTER],
+        [resource_data(r) for r in endpoints],
+    )
+    bootstrap["static_resources"]["clusters"] += [c for c in clusters if c["name"] == ACCESS_LOG_CLUSTER]
+    hcm = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm["access_log"][0]["name"] == "envoy.access_loggers.http_grpc"
+    assert_valid(bootstrap, tmp_path / "access-log.yaml")

@@ -1,0 +1,51 @@
+"""Envoy's gRPC access logger on the gateway listener, streaming to the telemetry service.
+
+Envoy buffers entries itself (``buffer_size_bytes``, ``buffer_flush_interval``) and sends
+them on one long-lived stream, off the request path: a slow or absent telemetry service
+never delays a request; Envoy drops what it cannot send (``access_logs.grpc_access_log.logs_dropped``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from control_plane.translator.service_clusters import grpc_service_cluster
+
+ACCESS_LOG_CLUSTER = "gatehouse_access_log"
+ACCESS_LOG_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"
+LOG_NAME = "gatehouse"
+REQUEST_HEADERS = ("x-user-id", "traceparent", "x-b3-traceid")
+"""Beyond Envoy's standard fields: the verified user (set by ext_authz after the client's
+copy was stripped) and the trace id."""
+RESPONSE_HEADERS = ("x-ratelimit-remaining",)
+
+
+@dataclass(frozen=True, slots=True)
+class AccessLogSettings:
+    addresses: tuple[tuple[str, int], ...]
+    buffer_size_bytes: int = 16_384
+    flush_interval_ms: int = 1000
+
+
+def access_log(settings: AccessLogSettings) -> dict[str, Any]:
+    """One ``access_log`` entry for the HTTP connection manager."""
+    return {
+        "name": "envoy.access_loggers.http_grpc",
+        "typed_config": {
+            "@type": ACCESS_LOG_TYPE,
+            "common_config": {
+                "log_name": LOG_NAME,
+                "grpc_service": {"envoy_grpc": {"cluster_name": ACCESS_LOG_CLUSTER}},
+                "transport_api_version": "V3",
+                "buffer_size_bytes": settings.buffer_size_bytes,
+                "buffer_flush_interval": f"{settings.flush_interval_ms / 1000:.3f}s",
+            },
+            "additional_request_headers_to_log": list(REQUEST_HEADERS),
+            "additional_response_headers_to_log": list(RESPONSE_HEADERS),
+        },
+    }
+
+
+def access_log_cluster(settings: AccessLogSettings) -> dict[str, Any]:
+    return grpc_service_cluster(ACCESS_LOG_CLUSTER, settings.addresses)

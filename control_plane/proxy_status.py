@@ -19,6 +19,7 @@ from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.nack_attribution import attribute_nack
+from gatehouse.audit import CONFIG_NACKED, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="xds")
 
@@ -69,7 +70,8 @@ class ConfigOutcomes(Protocol):
 
 
 class ProxyStatus:
-    def __init__(self, history: int = 100) -> None:
+    def __init__(self, history: int = 100, *, audit: AuditSink | None = None) -> None:
+        self._audit = audit or LogAuditSink()
         self.listeners: list[ConfigOutcomes] = []
         self._ids = itertools.count(1)
         self.proxies: dict[int, Proxy] = {}
@@ -131,6 +133,11 @@ class ProxyStatus:
             error=error,
             routes=[f"{r['route']} ({r['origin']})" for r in nack.routes],
         )
+        self._audit.emit(AuditEvent(
+            kind=CONFIG_NACKED, actor="control_plane", subject=proxy.node_id, reason=error[:500],
+            details={"group": proxy.group, "type": kind.short, "version": version,
+                     "routes": ", ".join(r["route"] for r in nack.routes)[:1000]},
+        ))
         return nack
 
     def as_dict(self) -> dict[str, Any]:

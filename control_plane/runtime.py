@@ -46,6 +46,7 @@ from control_plane.translator.pipeline import RouteTranslator, Translation, list
 from control_plane.translator.settings import GatewaySettings
 from control_plane.admin_api import admin_routes
 from gatehouse.admin_http import AdminServer
+from gatehouse.audit import AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="control_plane")
 
@@ -79,10 +80,11 @@ def _addresses(raw: str | list[str]) -> tuple[tuple[str, int], ...]:
 
 
 class ControlPlane:
-    def __init__(self, config: ControlPlaneConfig) -> None:
+    def __init__(self, config: ControlPlaneConfig, *, audit: AuditSink | None = None) -> None:
         self.config = config
+        self.audit = audit or LogAuditSink()
         self.cache = SnapshotCache()
-        self.status = ProxyStatus()
+        self.status = ProxyStatus(audit=self.audit)
         self._routes = RouteTranslator(gateway_settings(config, config.gateway))
         self._endpoints = EndpointTranslator()
         self._group_listeners = {
@@ -101,7 +103,8 @@ class ControlPlane:
                     poll_interval=repo.poll_interval / 1000,
                     fetch_timeout=repo.fetch_timeout / 1000,
                     **({"cache_dir": config.resolve(repo.cache_dir)} if repo.cache_dir else {}),
-                )
+                ),
+                audit=self.audit,
             )
             for repo in config.sources.git
         ]

@@ -24,6 +24,9 @@ REVOCATION_REVOKED: Final = "revocation.revoked"
 REVOCATION_BLOCKED: Final = "revocation.blocked"
 REVOCATION_UNBLOCKED: Final = "revocation.unblocked"
 ADMIN_CALL: Final = "admin.call"
+CONFIG_APPLIED: Final = "config.applied"
+CONFIG_REJECTED: Final = "config.rejected"
+CONFIG_NACKED: Final = "config.nacked"
 
 Detail = str | int | float | bool | None
 

@@ -24,6 +24,7 @@ from control_plane.model.loading import duplicate_problems, parse_route_file
 from control_plane.model.route import Origin, Route
 from control_plane.sources.base import PublishRoutes, RouteSet
 from control_plane.sources.git_cli import TreeEntry, git, list_tree, read_blobs
+from gatehouse.audit import CONFIG_APPLIED, CONFIG_REJECTED, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="source.git")
 
@@ -58,8 +59,9 @@ class GitSettings:
 
 
 class GitSource:
-    def __init__(self, settings: GitSettings) -> None:
+    def __init__(self, settings: GitSettings, *, audit: AuditSink | None = None) -> None:
         self.name = settings.name
+        self._audit = audit or LogAuditSink()
         self._settings = settings
         key = hashlib.sha256(f"{settings.repo}\0{settings.branch}".encode()).hexdigest()[:16]
         self._mirror = settings.cache_dir / key
@@ -154,6 +156,11 @@ class GitSource:
                 serving=self._accepted or None,
                 problems=[str(p) for p in problems],
             )
+            self._audit.emit(AuditEvent(
+                kind=CONFIG_REJECTED, actor="control_plane", subject=f"git:{self.name}", reason="invalid routes",
+                details={"commit": commit, "serving": self._accepted or None, "problems": len(problems),
+                         "first_problem": str(problems[0])[:500]},
+            ))
             return result
         self._accepted = commit
         self._accepted_routes = len(routes)
@@ -161,6 +168,10 @@ class GitSource:
         metrics.SOURCE_SYNCS.labels(self.name, "applied").inc()
         metrics.ROUTES_LOADED.labels(self.name).set(len(routes))
         log.info("git_commit_applied", source=self.name, commit=commit, routes=len(routes))
+        self._audit.emit(AuditEvent(
+            kind=CONFIG_APPLIED, actor="control_plane", subject=f"git:{self.name}",
+            details={"commit": commit, "routes": len(routes)},
+        ))
         if self._publish is not None:
             self._publish(RouteSet(self.name, commit, tuple(routes), seen_at))
         return SyncResult(commit, accepted=True, changed=True)

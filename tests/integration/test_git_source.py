@@ -10,6 +10,7 @@ import pytest
 from control_plane.errors import SourceError
 from control_plane.sources.base import RouteSet
 from control_plane.sources.git import GitSettings, GitSource
+from gatehouse.audit import CONFIG_APPLIED, CONFIG_REJECTED, MemoryAuditSink
 from tests.harness.binaries import require_binary
 from tests.harness.route_repo import RouteRepo, route_doc
 
@@ -23,8 +24,11 @@ def doc(name: str, path: str) -> dict[str, object]:
     return route_doc(name, {"match": {"path": path}, "backends": [{"service": "svc", "port": 80}]})
 
 
-def make_source(tmp_path: Path, repo: str, published: list[RouteSet], **kwargs: object) -> GitSource:
-    source = GitSource(GitSettings(name="routes", repo=repo, path="routes", cache_dir=tmp_path / "cache", **kwargs))  # type: ignore[arg-type]
+def make_source(
+    tmp_path: Path, repo: str, published: list[RouteSet], audit: MemoryAuditSink | None = None, **kwargs: object
+) -> GitSource:
+    settings = GitSettings(name="routes", repo=repo, path="routes", cache_dir=tmp_path / "cache", **kwargs)  # type: ignore[arg-type]
+    source = GitSource(settings, audit=audit or MemoryAuditSink())
     source._publish = published.append  # what run() does before its first sync
     return source
 
@@ -64,8 +68,11 @@ async def test_an_invalid_file_rejects_the_commit_and_names_commit_file_line_fie
     repo.write("a.yaml", [doc("a", "/a")])
     good = repo.commit()
     published: list[RouteSet] = []
-    source = make_source(tmp_path, str(repo.root), published)
+    audit = MemoryAuditSink()
+    source = make_source(tmp_path, str(repo.root), published, audit)
     await source.sync()
+    [applied] = audit.of_kind(CONFIG_APPLIED)
+    assert (applied.subject, applied.details["commit"], applied.details["routes"]) == ("git:routes", good, 1)
 
     repo.write("a.yaml", [doc("a", "/a-moved")])
     repo.write("nested/bad.yaml", "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: bad}\nspec:\n  match: {path: /x, pathPrefix: /y}\n  backends: [{service: svc, port: 80}]\n")
@@ -78,6 +85,10 @@ async def test_an_invalid_file_rejects_the_commit_and_names_commit_file_line_fie
     assert len(published) == 1, "nothing from a rejected commit may be published"
     status = source.status()
     assert status["serving"] == good and status["rejected"]["commit"] == bad
+    [rejected] = audit.of_kind(CONFIG_REJECTED)
+    assert rejected.actor == "control_plane" and rejected.subject == "git:routes"
+    assert (rejected.details["commit"], rejected.details["serving"], rejected.details["problems"]) == (bad, good, 1)
+    assert str(rejected.details["first_problem"]).startswith("routes/nested/bad.yaml:5: spec.match:")
 
     repo.write("dup.yaml", [doc("a", "/dup")])
     repo.remove("nested/bad.yaml")

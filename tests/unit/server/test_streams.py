@@ -22,6 +22,7 @@ from control_plane.server.delta import DeltaStream
 from control_plane.server.sotw import SotwStream
 from control_plane.sources.static_endpoints import parse_endpoints
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
+from gatehouse.audit import CONFIG_NACKED, MemoryAuditSink
 from tests.unit.server.fake_envoy import ENVOY_TYPES, FakeEnvoy, ProtocolViolation, route_clusters, snapshot_versions
 
 CDS, EDS, LDS, RDS = ResourceType.CLUSTER, ResourceType.ENDPOINT, ResourceType.LISTENER, ResourceType.ROUTE
@@ -286,7 +287,8 @@ async def test_a_swap_of_backend_keeps_the_old_cluster_through_the_switch(protoc
 
 async def test_an_rds_nack_is_recorded_not_resent_and_a_later_snapshot_goes_out(protocol: str) -> None:
     config = Config()
-    cache, status = SnapshotCache(), ProxyStatus()
+    audit = MemoryAuditSink()
+    cache, status = SnapshotCache(), ProxyStatus(audit=audit)
     start = config.snapshot("orders", "payments")
     cache.set_snapshot(start)
     envoy = await connect(protocol, cache, status)
@@ -306,6 +308,10 @@ async def test_an_rds_nack_is_recorded_not_resent_and_a_later_snapshot_goes_out(
     assert nack.version == refused.versions[RDS] == rds[0].version
     assert [r["route"] for r in nack.routes] == ["shop/inventory"]
     assert nack.routes[0]["origin"] == "git:routes/inventory.yaml:1@abc"
+    [event] = audit.of_kind(CONFIG_NACKED)
+    assert (event.subject, event.reason, event.details["type"], event.details["routes"]) == (
+        "envoy-1", error, "RDS", "shop/inventory"
+    )
     proxy = only_proxy(status)
     assert proxy.nacked["RDS"] is nack
     assert proxy.acked["RDS"] == start.versions[RDS], "the last accepted routes are what Envoy runs"

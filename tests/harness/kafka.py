@@ -301,7 +301,7 @@ class KafkaBroker:
         self.log4j_file.write_text(self._log4j_config())
         argv = [
             *self._java_argv("kafka.tools.StorageTool"),
-            "format", "-t", self.cluster_id, "-c", str(self.config_file), "--ignore-formatted",
+            "format", f"--cluster-id={self.cluster_id}", "-c", str(self.config_file), "--ignore-formatted",
         ]  # fmt: skip
         result = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=self._env())
         if result.returncode != 0:

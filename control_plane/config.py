@@ -26,6 +26,7 @@ from control_plane.model.durations import Duration
 from control_plane.model.loading import field_path
 from control_plane.model.schema import Model
 from control_plane.model.yaml_documents import load_plain
+from telemetry.audit_output import AuditOutput
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")]
@@ -134,6 +135,8 @@ class ControlPlaneConfig(Model):
     ext_authz: ExtAuthz | None = None
     rate_limit: RateLimitService | None = None
     access_log: AccessLogService | None = None
+    audit: AuditOutput | None = None
+    """Audit events (config applied, rejected, NACKed) to Kafka; without it, to the log."""
     node_groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")], Gateway] = {}
     """Envoys whose node.cluster names a group here listen where the group says; the rest
     use `gateway`. Routes, clusters and endpoints are the same for every group."""

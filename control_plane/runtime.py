@@ -46,7 +46,8 @@ from control_plane.translator.pipeline import RouteTranslator, Translation, list
 from control_plane.translator.settings import GatewaySettings
 from control_plane.admin_api import admin_routes
 from gatehouse.admin_http import AdminServer
-from gatehouse.audit import AuditSink, LogAuditSink
+from gatehouse.audit import AuditSink
+from telemetry.audit_output import AuditChannel
 
 log = structlog.get_logger(component="control_plane")
 
@@ -82,7 +83,8 @@ def _addresses(raw: str | list[str]) -> tuple[tuple[str, int], ...]:
 class ControlPlane:
     def __init__(self, config: ControlPlaneConfig, *, audit: AuditSink | None = None) -> None:
         self.config = config
-        self.audit = audit or LogAuditSink()
+        self._audit_channel = AuditChannel(config.audit if audit is None else None, config.resolve)
+        self.audit = audit or self._audit_channel
         self.cache = SnapshotCache()
         self.status = ProxyStatus(audit=self.audit)
         self._routes = RouteTranslator(gateway_settings(config, config.gateway))
@@ -147,6 +149,13 @@ class ControlPlane:
     # -- lifecycle -----------------------------------------------------------------
 
     async def run(self) -> None:
+        await self._audit_channel.start()  # replays a spool left by an earlier run first
+        try:
+            await self._serve()
+        finally:
+            await self._audit_channel.stop()
+
+    async def _serve(self) -> None:
         grpc_server = build_server(self.cache, self.status, self.config.xds.address)
         admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=admin_routes(self))
         await grpc_server.start()

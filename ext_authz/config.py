@@ -35,6 +35,7 @@ from control_plane.model.durations import Duration
 from control_plane.model.loading import field_path
 from control_plane.model.schema import Model
 from control_plane.model.yaml_documents import load_plain
+from telemetry.audit_output import AuditOutput
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$")]
@@ -100,6 +101,8 @@ class ExtAuthzConfig(Model):
     max_token_bytes: Annotated[int, Field(ge=256, le=65536)] = 8192
     issuers: Annotated[list[Issuer], Field(min_length=1)]
     revocation: Revocation | None = None
+    audit: AuditOutput | None = None
+    """Audit events to Kafka (spooled while it is away); without it, to the log."""
     base_dir: Annotated[str, Field(exclude=True)] = "."
 
     def resolve(self, path: str) -> Path:

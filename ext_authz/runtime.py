@@ -24,7 +24,8 @@ from ext_authz.revocation import RevocationMirror
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
 from gatehouse.admin_http import AdminServer
-from gatehouse.audit import AuditSink, LogAuditSink
+from gatehouse.audit import AuditSink
+from telemetry.audit_output import AuditChannel
 
 log = structlog.get_logger(component="ext_authz")
 
@@ -37,7 +38,8 @@ AUDIT_WINDOW = 10.0
 class ExtAuthz:
     def __init__(self, config: ExtAuthzConfig, *, audit: AuditSink | None = None) -> None:
         self.config = config
-        self.audit = audit or LogAuditSink()
+        self._channel = AuditChannel(config.audit if audit is None else None, config.resolve)
+        self.audit = audit or self._channel
         self.keys: list[IssuerKeys] = []
         self.mirror: RevocationMirror | None = None
 
@@ -50,6 +52,13 @@ class ExtAuthz:
         return True, "ready"
 
     async def run(self) -> None:
+        await self._channel.start()  # replays a spool left by an earlier run first
+        try:
+            await self._serve()
+        finally:
+            await self._channel.stop()
+
+    async def _serve(self) -> None:
         config = self.config
         timeout = aiohttp.ClientTimeout(total=max(i.jwks.timeout for i in config.issuers) / 1000)
         async with aiohttp.ClientSession(timeout=timeout) as session:

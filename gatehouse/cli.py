@@ -17,12 +17,13 @@ from gatehouse.commands import (
     render,
     revocations,
     status,
+    telemetry,
     token,
     validate,
 )
 from gatehouse.logs import configure_logging
 
-COMMANDS = (control_plane, ext_authz, ratelimit, validate, render, bootstrap, crd, status, dev, revocations, token)
+COMMANDS = (control_plane, ext_authz, ratelimit, telemetry, validate, render, bootstrap, crd, status, dev, revocations, token)
 
 
 def build_parser() -> argparse.ArgumentParser:

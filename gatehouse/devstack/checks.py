@@ -51,6 +51,8 @@ def banner(stack: DevStack) -> str:
         f"  control plane http://127.0.0.1:{ports.admin}/status   (gatehouse status --admin http://127.0.0.1:{ports.admin})",
         f"  ext_authz     127.0.0.1:{ports.ext_authz} (metrics http://127.0.0.1:{ports.ext_authz_metrics}/metrics)",
         f"  ratelimit     127.0.0.1:{ports.ratelimit} (metrics http://127.0.0.1:{ports.ratelimit_metrics}/metrics)",
+        f"  telemetry     127.0.0.1:{ports.telemetry} (metrics http://127.0.0.1:{ports.telemetry_metrics}/metrics)",
+        f"  access log    {stack.access_log}   (one JSON event per request: tail -f it)",
         f"  envoy admin   http://127.0.0.1:{ports.envoy_admin}/",
         f"  redis         127.0.0.1:{ports.redis}",
         f"  logs          {stack.logs}/",
@@ -106,6 +108,7 @@ def run_checks(stack: DevStack) -> list[str]:
         if got != check.status or (check.upstream is not None and _upstream_of(body) != check.upstream):
             failures.append(f"{check.path} ({check.what}): expected {check.status} {check.upstream or ''}, got {got} {_upstream_of(body) or ''}")
     failures += _check_rate_limit(stack)
+    failures += _check_access_log(stack)
     checkout = stack.repo / "routes" / "checkout.yaml"
     checkout.write_text(checkout.read_text().replace("weight: 90", "weight: 0").replace("weight: 10", "weight: 100"))
     git(stack.repo, "commit", "-qam", "checkout: all traffic to v3")
@@ -132,3 +135,18 @@ def _check_rate_limit(stack: DevStack) -> list[str]:
         if missing:
             failures.append(f"{LIMITED}: a {status} answer lacks {', '.join(missing)}")
     return failures
+
+
+def _check_access_log(stack: DevStack) -> list[str]:
+    """The requests above arrive in the access log, with the verified user and the 429s."""
+    deadline = time.monotonic() + 10
+    events: list[dict[str, object]] = []
+    while time.monotonic() < deadline:
+        try:
+            events = [json.loads(line) for line in stack.access_log.read_text().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            events = []
+        if any(e.get("status") == 429 for e in events) and any(e.get("user_id") == "alice" for e in events):
+            return []
+        time.sleep(0.2)
+    return [f"access log {stack.access_log}: expected events for the requests above, got {len(events)}"]

@@ -66,6 +66,8 @@ class Ports:
     ext_authz_metrics: int = field(default_factory=free_port)
     ratelimit: int = field(default_factory=free_port)
     ratelimit_metrics: int = field(default_factory=free_port)
+    telemetry: int = field(default_factory=free_port)
+    telemetry_metrics: int = field(default_factory=free_port)
     upstreams: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in UPSTREAMS})
 
 
@@ -77,6 +79,7 @@ class DevStack:
         self.repo = workdir / "routes-repo"
         self.issuer = DevIssuer(workdir)
         self.admin_credential = workdir / "admin-credential"
+        self.access_log = self.logs / "access.jsonl"
         self.processes: list[ManagedProcess] = []
 
     def seed_routes(self, reset: bool) -> None:
@@ -103,6 +106,7 @@ class DevStack:
             "gateway": {"listenerAddress": "127.0.0.1", "listenerPort": ports.listener},
             "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz}"},
             "rateLimit": {"address": f"127.0.0.1:{ports.ratelimit}", "timeout": "100ms"},
+            "accessLog": {"address": f"127.0.0.1:{ports.telemetry}", "flushInterval": "200ms"},
             "sources": {
                 "git": [
                     {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache"}
@@ -123,6 +127,12 @@ class DevStack:
             "redis": {"url": f"redis://127.0.0.1:{ports.redis}/0", "timeout": "50ms"},
             "policies": {"xds": {"address": f"127.0.0.1:{ports.xds}", "nodeId": "dev-ratelimit"}},
         }
+        telemetry = {
+            "listen": f"127.0.0.1:{ports.telemetry}",
+            "metrics": {"listen": f"127.0.0.1:{ports.telemetry_metrics}"},
+            "sink": {"file": {"path": str(self.access_log)}},
+        }
+        (self.workdir / "telemetry.yaml").write_text(yaml.safe_dump(telemetry, sort_keys=False))
         (self.workdir / "ratelimit.yaml").write_text(yaml.safe_dump(ratelimit, sort_keys=False))
         (self.workdir / "control-plane.yaml").write_text(yaml.safe_dump(control_plane, sort_keys=False))
         (self.workdir / "ext-authz.yaml").write_text(yaml.safe_dump(ext_authz, sort_keys=False))
@@ -157,6 +167,10 @@ class DevStack:
         redis.wait_until(lambda: port_open(ports.redis), 10, "redis listening")
         authz = self._gatehouse("ext-authz", "--config", str(self.workdir / "ext-authz.yaml"), name="ext-authz")
         authz.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.ext_authz_metrics}/readyz")[0] == 200, 30, "ext_authz ready")
+        telemetry = self._gatehouse("telemetry", "--config", str(self.workdir / "telemetry.yaml"), name="telemetry")
+        telemetry.wait_until(
+            lambda: http_get(f"http://127.0.0.1:{ports.telemetry_metrics}/readyz")[0] == 200, 30, "telemetry ready"
+        )
         plane = self._gatehouse("control-plane", "--config", str(self.workdir / "control-plane.yaml"), name="control-plane")
         plane.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.admin}/readyz")[0] == 200, 30, "control plane ready")
         ratelimit = self._gatehouse("ratelimit", "--config", str(self.workdir / "ratelimit.yaml"), name="ratelimit")

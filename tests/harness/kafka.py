@@ -2,7 +2,7 @@
 
 The jars come from Maven Central via `scripts/fetch-kafka` (run by `scripts/setup`), cached
 outside the checkout in `${GATEHOUSE_CACHE:-~/.cache/gatehouse}/kafka/<version>/libs/`; the
-version is pinned only in `tests/harness/kafka/pom.xml`. Java (17+) runs `kafka.Kafka` with
+version is pinned only in `tests/harness/kafka-jars/pom.xml`. Java (17+) runs `kafka.Kafka` with
 a small heap; the data directory is formatted once with `kafka.tools.StorageTool`.
 
     broker = KafkaBroker.start(tmp_path)
@@ -44,7 +44,7 @@ from .processes import ManagedProcess, port_open
 
 KAFKA_HINT = "run scripts/fetch-kafka"
 JAVA_HINT = "install Java 17+: apt-get install -y openjdk-17-jre-headless"
-POM_FILE = Path(__file__).resolve().parent / "kafka" / "pom.xml"
+POM_FILE = Path(__file__).resolve().parent / "kafka-jars" / "pom.xml"  # a "kafka/" folder would shadow this module for mypy
 
 # Small and quick: a test broker holds a few topics of a few messages.
 DEFAULT_JVM_OPTS = (
@@ -64,7 +64,7 @@ T = TypeVar("T")
 
 
 def kafka_version() -> str:
-    """The pinned Kafka version: `<kafka.version>` in tests/harness/kafka/pom.xml."""
+    """The pinned Kafka version: `<kafka.version>` in tests/harness/kafka-jars/pom.xml."""
     root = ET.parse(POM_FILE).getroot()
     for element in root.iter():
         if element.tag.rsplit("}", 1)[-1] == "kafka.version" and element.text:
@@ -90,7 +90,7 @@ def kafka_libs_problem() -> str | None:
     except OSError:
         have = ""
     if have != want:
-        return f"Kafka {version} jars in {home} were fetched from another tests/harness/kafka/pom.xml"
+        return f"Kafka {version} jars in {home} were fetched from another tests/harness/kafka-jars/pom.xml"
     return None
 
 
@@ -540,6 +540,30 @@ class KafkaBroker:
 
     def consume_records(self, topic: str, *, expected: int, timeout: float = 30.0) -> list[Any]:
         return run_sync(lambda: self.aconsume_records(topic, expected=expected, timeout=timeout))
+
+    async def aread_all(self, topic: str, timeout: float = 20.0) -> list[bytes]:
+        """Every record value of `topic` up to its end offsets as of now (all partitions)."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+                                    auto_offset_reset="earliest", request_timeout_ms=int(timeout * 1000))
+        async with asyncio.timeout(timeout):
+            await consumer.start()
+            try:
+                partitions = [TopicPartition(topic, p) for p in (consumer.partitions_for_topic(topic) or {0})]
+                consumer.assign(partitions)
+                await consumer.seek_to_beginning(*partitions)
+                ends = await consumer.end_offsets(partitions)
+                values: list[bytes] = []
+                while [tp for tp in partitions if await consumer.position(tp) < ends[tp]]:
+                    for batch in (await consumer.getmany(timeout_ms=500)).values():
+                        values.extend(r.value for r in batch)
+                return values
+            finally:
+                await consumer.stop()
+
+    def read_all(self, topic: str, timeout: float = 20.0) -> list[bytes]:
+        return run_sync(lambda: self.aread_all(topic, timeout))
 
     def consume(self, topic: str, *, expected: int, timeout: float = 30.0) -> list[bytes]:
         """The values of the records of `topic` from the beginning: at least `expected` of them

@@ -1,0 +1,129 @@
+"""One Envoy ``HTTPAccessLogEntry`` → one compact JSON access event (bytes).
+
+This runs once per proxied request, so it reads each proto field once, formats the
+timestamp from a one-second cache, and skips the response-flag walk when no flag is set.
+The schema is documented in docs/telemetry.md; bump ``SCHEMA_VERSION`` on any change
+that is not a pure addition.
+
+Headers read from ``request_headers`` / ``response_headers`` exist only if Envoy's
+``http_grpc`` logger lists them (``additional_request_headers_to_log`` and
+``additional_response_headers_to_log``): see ``REQUEST_HEADERS`` and ``RESPONSE_HEADERS``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Final
+
+from envoy.data.accesslog.v3 import accesslog_pb2
+
+from telemetry.response_flags import short_codes
+
+SCHEMA_VERSION: Final = 1
+ACCESS_TYPE: Final = "access"
+
+REQUEST_HEADERS: Final = ("x-user-id", "traceparent", "x-b3-traceid")
+"""``additional_request_headers_to_log`` the event needs (x-request-id and user-agent are built-in fields)."""
+RESPONSE_HEADERS: Final = ("x-ratelimit-remaining",)
+"""``additional_response_headers_to_log`` the event needs."""
+
+_METHODS: Final = {
+    value.number: value.name
+    for value in accesslog_pb2.HTTPRequestProperties.DESCRIPTOR.fields_by_name["request_method"].enum_type.values
+    if value.number
+}
+
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True, check_circular=False).encode
+
+
+class _SecondCache:
+    """``YYYY-MM-DDTHH:MM:SS`` of the last second seen: consecutive entries share it."""
+
+    __slots__ = ("second", "text")
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.text = ""
+
+    def format(self, seconds: int, nanos: int) -> str:
+        if seconds != self.second:
+            self.text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+            self.second = seconds
+        return f"{self.text}.{nanos // 1_000_000:03d}Z"
+
+
+_TIME = _SecondCache()
+
+
+def _trace_id(headers: Any) -> str | None:
+    parent = headers.get("traceparent")
+    if parent:
+        # W3C: version-traceid-parentid-flags; the trace id is 32 lowercase hex digits.
+        parts = parent.split("-")
+        if len(parts) >= 4 and len(parts[1]) == 32:
+            return str(parts[1])
+    b3 = headers.get("x-b3-traceid")
+    return str(b3) if b3 else None
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def access_event_dict(entry: accesslog_pb2.HTTPAccessLogEntry) -> dict[str, Any]:
+    """The event as a dict (tests and the file sink's readers use the same keys)."""
+    common = entry.common_properties
+    request = entry.request
+    response = entry.response
+    request_headers = request.request_headers
+    start = common.start_time
+    has = common.HasField
+
+    upstream_ms: float | None = None
+    if has("time_to_last_upstream_rx_byte"):
+        last, first = common.time_to_last_upstream_rx_byte, common.time_to_first_upstream_tx_byte
+        upstream_ms = round(((last.seconds - first.seconds) * 1_000_000_000 + last.nanos - first.nanos) / 1e6, 3)
+    total_ms: float | None = None
+    if has("time_to_last_downstream_tx_byte"):
+        total = common.time_to_last_downstream_tx_byte
+        total_ms = (total.seconds * 1_000_000_000 + total.nanos) / 1e6
+    elif has("duration"):
+        total = common.duration
+        total_ms = (total.seconds * 1_000_000_000 + total.nanos) / 1e6
+
+    upstream = common.upstream_remote_address.socket_address
+    upstream_address = upstream.address
+    flags = common.response_flags
+    remaining = response.response_headers.get("x-ratelimit-remaining")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "type": ACCESS_TYPE,
+        "timestamp": _TIME.format(start.seconds, start.nanos),
+        "request_id": request.request_id or None,
+        "trace_id": _trace_id(request_headers),
+        "method": _METHODS.get(request.request_method),
+        "path": request.path or None,
+        "status": response.response_code.value if response.HasField("response_code") else None,
+        "user_id": request_headers.get("x-user-id") or None,
+        "client_ip": common.downstream_remote_address.socket_address.address or None,
+        "user_agent": request.user_agent or None,
+        "route": common.route_name or None,
+        "upstream_cluster": common.upstream_cluster or None,
+        "upstream_host": f"{upstream_address}:{upstream.port_value}" if upstream_address else None,
+        "latency_ms": {"total": total_ms, "upstream": upstream_ms},
+        "request_bytes": request.request_body_bytes,
+        "response_bytes": response.response_body_bytes,
+        "response_flags": short_codes(flags) if flags.ByteSize() else [],
+        "rate_limit_remaining": _int_or_none(remaining) if remaining else None,
+    }
+
+
+def encode_access_event(entry: accesslog_pb2.HTTPAccessLogEntry) -> bytes:
+    """The event as compact JSON bytes, ready for a Kafka record or a JSON line."""
+    return _encode(access_event_dict(entry)).encode()

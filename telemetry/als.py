@@ -1,0 +1,51 @@
+"""``envoy.service.accesslog.v3.AccessLogService``: Envoy's ``http_grpc`` access logger streams here.
+
+The first message of a stream carries the ``identifier`` (Envoy's node and log name);
+each message carries ``http_logs.log_entry``. Every entry becomes one event offered to the
+bounded buffer; the handler never awaits a sink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import structlog
+from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
+
+from telemetry import metrics
+from telemetry.access_event import encode_access_event
+from telemetry.buffer import EventBuffer
+
+log = structlog.get_logger(component="telemetry")
+
+
+class AccessLogService(als_pb2_grpc.AccessLogServiceServicer):  # type: ignore[misc]
+    def __init__(self, buffer: EventBuffer) -> None:
+        self._buffer = buffer
+        self.streams = 0
+
+    async def StreamAccessLogs(  # noqa: N802 (gRPC method name)
+        self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> als_pb2.StreamAccessLogsResponse:
+        self.streams += 1
+        offer, received, invalid = self._buffer.offer, metrics.ACCESS_RECEIVED, metrics.DROP_INVALID
+        try:
+            async for message in request_iterator:
+                if message.HasField("identifier"):
+                    node = message.identifier.node
+                    log.info("als_stream", node=node.id, cluster=node.cluster, log_name=message.identifier.log_name)
+                entries = message.http_logs.log_entry
+                received.inc(len(entries))
+                for entry in entries:
+                    try:
+                        event = encode_access_event(entry)
+                    except Exception as exc:  # a malformed entry costs one event, never the stream
+                        invalid.inc()
+                        log.warning("access_entry_invalid", error=repr(exc))
+                        continue
+                    offer(event)
+        finally:
+            self.streams -= 1
+        return als_pb2.StreamAccessLogsResponse()

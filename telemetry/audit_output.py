@@ -1,0 +1,73 @@
+"""Where a process (ext_authz, the control plane) sends its audit events, from its config:
+
+    audit:
+      kafka: {bootstrapServers: [kafka-0:9092], auditTopic: gateway-audit-log}
+      spoolDir: /var/lib/gatehouse/audit-spool    # one per process: it is locked while in use
+
+Without ``kafka`` the events go to the process's log (``LogAuditSink``). With it they go
+to Kafka (acks=all, idempotent), spooled to disk with fsync while Kafka is unreachable
+and replayed in order when it is back, also after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from gatehouse.audit import AuditEvent, AuditSink, LogAuditSink
+from telemetry.audit_sink import KafkaAuditSink
+from telemetry.config import Audit, KafkaSink
+from telemetry.producer import ProducerFactory, aiokafka_factory
+from telemetry.spool import Spool
+
+
+class AuditOutput(Audit):
+    kafka: KafkaSink | None = None
+
+
+class AuditChannel:
+    """An ``AuditSink`` with a lifecycle: ``await start()`` before serving, ``await stop()`` after."""
+
+    def __init__(self, output: AuditOutput | None, resolve: Callable[[str], Path]) -> None:
+        self._kafka: KafkaAuditSink | None = None
+        self.sink: AuditSink = LogAuditSink()
+        if output is not None and output.kafka is not None:
+            self._kafka = kafka_audit_sink(output.kafka, output, resolve(output.spool_dir))
+            self.sink = self._kafka
+
+    def emit(self, event: AuditEvent) -> None:
+        self.sink.emit(event)
+
+    async def start(self) -> None:
+        if self._kafka is not None:
+            await self._kafka.start()
+
+    async def stop(self) -> None:
+        if self._kafka is not None:
+            await self._kafka.stop()
+
+
+def kafka_audit_sink(kafka: KafkaSink, audit: Audit, spool_dir: Path) -> KafkaAuditSink:
+    return KafkaAuditSink(
+        audit_producer_factory(kafka),
+        Spool(spool_dir),
+        topic=kafka.audit_topic,
+        batch_size=audit.batch_size,
+        ack_timeout=kafka.request_timeout / 1000,
+        retry_backoff=kafka.retry_backoff / 1000,
+        max_pending=audit.max_pending,
+        spool_max_bytes=audit.spool_max_bytes,
+    )
+
+
+def audit_producer_factory(kafka: KafkaSink) -> ProducerFactory:
+    """acks=all and idempotence: an audit event is acknowledged by every in-sync replica, once."""
+    return aiokafka_factory(
+        bootstrap_servers=kafka.bootstrap_servers,
+        client_id=f"{kafka.client_id}-audit",
+        acks="all",
+        idempotent=True,
+        linger_ms=kafka.linger,
+        request_timeout_ms=kafka.request_timeout,
+        compression="lz4",
+    )

@@ -1,0 +1,109 @@
+"""telemetry configuration (``telemetry.yaml``). Documented in docs/telemetry.md.
+
+    listen: 127.0.0.1:8083                 # the AccessLogService gRPC endpoint Envoy streams to
+    metrics: {listen: 127.0.0.1:9195}      # /healthz, /readyz, /metrics
+    sink:                                  # exactly one of kafka, file, stdout
+      kafka:
+        bootstrapServers: [127.0.0.1:9092]
+        accessLogTopic: gateway-access-log
+        auditTopic: gateway-audit-log
+        clientId: gatehouse-telemetry
+        requestTimeout: 5s                 # every Kafka request and ack wait
+        linger: 10ms
+      # file: {path: /var/log/gatehouse/access.jsonl}
+      # stdout: {}
+    buffer: {maxEvents: 10000, batchSize: 500}
+    audit: {spoolDir: /var/lib/gatehouse/audit-spool, maxPending: 10000, spoolMaxBytes: 1073741824}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, ValidationError, model_validator
+
+from control_plane.errors import ConfigError
+from control_plane.model.durations import Duration
+from control_plane.model.loading import field_path
+from control_plane.model.schema import Model
+from control_plane.model.yaml_documents import load_plain
+
+HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")]
+
+
+class Listen(Model):
+    listen: HostPort
+
+
+class KafkaSink(Model):
+    bootstrap_servers: Annotated[list[HostPort], Field(min_length=1)]
+    access_log_topic: str = "gateway-access-log"
+    audit_topic: str = "gateway-audit-log"
+    client_id: str = "gatehouse-telemetry"
+    request_timeout: Duration = 5000
+    """aiokafka request_timeout_ms; also bounds producer start, send and ack waits."""
+    linger: Duration = 10
+    retry_backoff: Duration = 1000
+
+
+class FileSink(Model):
+    path: str
+
+
+class StdoutSink(Model):
+    pass
+
+
+class Sink(Model):
+    kafka: KafkaSink | None = None
+    file: FileSink | None = None
+    stdout: StdoutSink | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Sink:
+        chosen = [name for name in ("kafka", "file", "stdout") if getattr(self, name) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"set exactly one of kafka, file, stdout (got {', '.join(chosen) or 'none'})")
+        return self
+
+
+class Buffer(Model):
+    max_events: Annotated[int, Field(ge=1, le=10_000_000)] = 10_000
+    batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
+
+
+class Audit(Model):
+    spool_dir: str = "audit-spool"
+    """Relative paths are resolved against the config file's directory."""
+    max_pending: Annotated[int, Field(ge=1)] = 10_000
+    spool_max_bytes: Annotated[int, Field(ge=4096)] = 1 << 30
+    batch_size: Annotated[int, Field(ge=1, le=10_000)] = 100
+
+
+class TelemetryConfig(Model):
+    listen: HostPort = "127.0.0.1:8083"
+    metrics: Listen = Listen(listen="127.0.0.1:9195")
+    sink: Sink
+    buffer: Buffer = Buffer()
+    audit: Audit = Audit()
+    base_dir: Annotated[str, Field(exclude=True)] = "."
+
+    def resolve(self, path: str) -> Path:
+        candidate = Path(path)
+        return candidate if candidate.is_absolute() else Path(self.base_dir) / candidate
+
+
+def load_telemetry_config(path: Path) -> TelemetryConfig:
+    try:
+        data = load_plain(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    data["baseDir"] = str(path.resolve().parent)
+    try:
+        return TelemetryConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = [f"{path}: {field_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
+        raise ConfigError("\n".join(lines)) from None

@@ -19,17 +19,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from control_plane.errors import ConfigError
+from control_plane.model.config_file import HostPort, load_config_file
 from control_plane.model.durations import Duration
-from control_plane.model.loading import field_path
 from control_plane.model.schema import Model
-from control_plane.model.yaml_documents import load_plain
 from telemetry.audit_output import AuditOutput
 
 Port = Annotated[int, Field(ge=1, le=65535)]
-HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")]
 
 
 class Listen(Model):
@@ -156,16 +153,4 @@ class ControlPlaneConfig(Model):
 
 
 def load_config(path: Path) -> ControlPlaneConfig:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    data = load_plain(text)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    data["baseDir"] = str(path.resolve().parent)
-    try:
-        return ControlPlaneConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = [f"{path}: {field_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
-        raise ConfigError("\n".join(lines)) from None
+    return load_config_file(path, ControlPlaneConfig)

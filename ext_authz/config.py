@@ -28,17 +28,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from control_plane.errors import ConfigError
+from control_plane.model.config_file import HostPort, Listen, load_config_file
 from control_plane.model.durations import Duration
-from control_plane.model.loading import field_path
 from control_plane.model.schema import Model
-from control_plane.model.yaml_documents import load_plain
 from telemetry.audit_output import AuditOutput
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
-HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$")]
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
 
 
@@ -84,9 +81,6 @@ class Revocation(Model):
     key_prefix: str = "gatehouse:"
 
 
-class Listen(Model):
-    listen: HostPort
-
 
 class Admin(Model):
     listen: HostPort
@@ -118,15 +112,4 @@ class ExtAuthzConfig(Model):
 
 
 def load_ext_authz_config(path: Path) -> ExtAuthzConfig:
-    try:
-        data = load_plain(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    data["baseDir"] = str(path.resolve().parent)
-    try:
-        return ExtAuthzConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = [f"{path}: {field_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
-        raise ConfigError("\n".join(lines)) from None
+    return load_config_file(path, ExtAuthzConfig)

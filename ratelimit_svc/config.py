@@ -16,19 +16,13 @@ import socket
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from control_plane.errors import ConfigError
+from control_plane.model.config_file import HostPort, Listen, load_config_file
 from control_plane.model.durations import Duration
-from control_plane.model.loading import field_path
 from control_plane.model.schema import Model
-from control_plane.model.yaml_documents import load_plain
-
-HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")]
 
 
-class Listen(Model):
-    listen: HostPort
 
 
 class Redis(Model):
@@ -61,15 +55,4 @@ class RateLimitConfig(Model):
 
 
 def load_ratelimit_config(path: Path) -> RateLimitConfig:
-    try:
-        data = load_plain(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    data["baseDir"] = str(path.resolve().parent)
-    try:
-        return RateLimitConfig.model_validate(data)
-    except ValidationError as exc:
-        lines = [f"{path}: {field_path(e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
-        raise ConfigError("\n".join(lines)) from None
+    return load_config_file(path, RateLimitConfig)

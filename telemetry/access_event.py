@@ -92,10 +92,10 @@ def access_event_dict(entry: accesslog_pb2.HTTPAccessLogEntry) -> dict[str, Any]
     total_ms: float | None = None
     if has("time_to_last_downstream_tx_byte"):
         total = common.time_to_last_downstream_tx_byte
-        total_ms = (total.seconds * 1_000_000_000 + total.nanos) / 1e6
+        total_ms = round((total.seconds * 1_000_000_000 + total.nanos) / 1e6, 3)
     elif has("duration"):
         total = common.duration
-        total_ms = (total.seconds * 1_000_000_000 + total.nanos) / 1e6
+        total_ms = round((total.seconds * 1_000_000_000 + total.nanos) / 1e6, 3)
 
     upstream = common.upstream_remote_address.socket_address
     upstream_address = upstream.address

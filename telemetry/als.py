@@ -30,7 +30,8 @@ class AccessLogService(als_pb2_grpc.AccessLogServiceServicer):  # type: ignore[m
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
     ) -> als_pb2.StreamAccessLogsResponse:
         self.streams += 1
-        offer, received, invalid = self._buffer.offer, metrics.ACCESS_RECEIVED, metrics.DROP_INVALID
+        buffer = self._buffer
+        offer, received, invalid = buffer.offer, metrics.ACCESS_RECEIVED, metrics.DROP_INVALID
         try:
             async for message in request_iterator:
                 if message.HasField("identifier"):
@@ -38,7 +39,10 @@ class AccessLogService(als_pb2_grpc.AccessLogServiceServicer):  # type: ignore[m
                     log.info("als_stream", node=node.id, cluster=node.cluster, log_name=message.identifier.log_name)
                 entries = message.http_logs.log_entry
                 received.inc(len(entries))
-                for entry in entries:
+                for position, entry in enumerate(entries):
+                    if buffer.full:  # don't encode what would be dropped
+                        buffer.drop(len(entries) - position)
+                        break
                     try:
                         event = encode_access_event(entry)
                     except Exception as exc:  # a malformed entry costs one event, never the stream

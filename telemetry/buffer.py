@@ -26,6 +26,15 @@ class EventBuffer:
     def __len__(self) -> int:
         return len(self._events)
 
+    @property
+    def full(self) -> bool:
+        return len(self._events) >= self.max_events
+
+    def drop(self, count: int = 1) -> None:
+        """Count events refused before they were even encoded (the buffer was full)."""
+        self.dropped += count
+        metrics.DROP_BUFFER_FULL.inc(count)
+
     def offer(self, event: bytes) -> bool:
         """Queue an event; False (and counted) if the buffer is full."""
         events = self._events

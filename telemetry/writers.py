@@ -111,16 +111,18 @@ class KafkaAccessWriter:
             metrics.DROP_SINK_ERROR.inc(len(batch))
             await asyncio.sleep(self._retry_backoff)  # the buffer absorbs (then drops) meanwhile
             return
-        topic, delivered = self._topic, self._delivered
-        for index, record in enumerate(batch):
-            try:
-                future = await asyncio.wait_for(producer.send(topic, record), self._send_timeout)
-            except (Exception, asyncio.TimeoutError) as exc:
-                metrics.kafka_error("access", exc)
-                metrics.DROP_SINK_ERROR.inc(len(batch) - index)
-                self._failed = True
-                return
-            future.add_done_callback(delivered)
+        topic, delivered, index = self._topic, self._delivered, 0
+        try:
+            # One deadline for the batch: a wait_for per record cost more than the send itself.
+            async with asyncio.timeout(self._send_timeout):
+                for index, record in enumerate(batch):
+                    future = await producer.send(topic, record)
+                    future.add_done_callback(delivered)
+                index = len(batch)
+        except (Exception, asyncio.TimeoutError) as exc:
+            metrics.kafka_error("access", exc)
+            metrics.DROP_SINK_ERROR.inc(len(batch) - index)
+            self._failed = True
 
     def _delivered(self, future: asyncio.Future[Any]) -> None:
         if future.cancelled():

@@ -126,8 +126,11 @@ async def test_lines_writer_appends_json_lines(tmp_path: Path) -> None:
     assert [json.loads(line)["n"] for line in path.read_text().splitlines()] == [0, 1, 2, 3, 4]
 
 
-async def test_als_stream_buffers_one_event_per_entry() -> None:
-    buffer = EventBuffer(max_events=100)
+@pytest.mark.parametrize(("capacity", "kept"), [(100, 7), (4, 4)])
+async def test_als_stream_buffers_one_event_per_entry(capacity: int, kept: int) -> None:
+    """Past the buffer's capacity, entries are counted as dropped (and never encoded)."""
+    buffer = EventBuffer(max_events=capacity)
+    before = dropped("buffer_full")
     server = grpc.aio.server()
     als_pb2_grpc.add_AccessLogServiceServicer_to_server(AccessLogService(buffer), server)
     address = f"127.0.0.1:{free_port()}"
@@ -152,8 +155,10 @@ async def test_als_stream_buffers_one_event_per_entry() -> None:
     finally:
         await server.stop(grace=None)
     events = [json.loads(e) for e in buffer.take(100)]
-    assert len(events) == 7
+    assert len(events) == kept
     assert {e["user_id"] for e in events} == {"alice"}
+    assert dropped("buffer_full") - before == 7 - kept
+    assert buffer.dropped == 7 - kept
 
 
 async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:

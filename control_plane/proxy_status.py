@@ -19,7 +19,7 @@ from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.nack_attribution import attribute_nack
-from gatehouse.audit import CONFIG_NACKED, AuditEvent, AuditSink, LogAuditSink
+from gatehouse.audit import CONFIG_NACKED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="xds")
 
@@ -135,7 +135,7 @@ class ProxyStatus:
         )
         self._audit.emit(AuditEvent(
             kind=CONFIG_NACKED, actor="control_plane", subject=proxy.node_id, reason=error[:500],
-            details={"group": proxy.group, "type": kind.short, "version": version,
+            details={"group": proxy.group, "type": kind.short, "version": version, "instance": INSTANCE,
                      "routes": ", ".join(r["route"] for r in nack.routes)[:1000]},
         ))
         return nack

@@ -11,6 +11,8 @@ Sinks implement one method, ``emit(event)``; it must not block the event loop or
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 import uuid
 from collections.abc import Mapping
@@ -29,6 +31,9 @@ CONFIG_REJECTED: Final = "config.rejected"
 CONFIG_NACKED: Final = "config.nacked"
 
 Detail = str | int | float | bool | None
+
+INSTANCE: Final = os.environ.get("POD_NAME") or socket.gethostname()
+"""This process's name in audit events: with several replicas, each reports what it did."""
 
 _SECRET_WORDS = ("token", "authorization", "credential", "password", "secret", "claims")
 

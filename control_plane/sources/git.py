@@ -24,7 +24,7 @@ from control_plane.model.loading import duplicate_problems, parse_route_file
 from control_plane.model.route import Origin, Route
 from control_plane.sources.base import PublishRoutes, RouteSet
 from control_plane.sources.git_cli import TreeEntry, git, list_tree, read_blobs
-from gatehouse.audit import CONFIG_APPLIED, CONFIG_REJECTED, AuditEvent, AuditSink, LogAuditSink
+from gatehouse.audit import CONFIG_APPLIED, CONFIG_REJECTED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="source.git")
 
@@ -159,7 +159,7 @@ class GitSource:
             self._audit.emit(AuditEvent(
                 kind=CONFIG_REJECTED, actor="control_plane", subject=f"git:{self.name}", reason="invalid routes",
                 details={"commit": commit, "serving": self._accepted or None, "problems": len(problems),
-                         "first_problem": str(problems[0])[:500]},
+                         "first_problem": str(problems[0])[:500], "instance": INSTANCE},
             ))
             return result
         self._accepted = commit
@@ -170,7 +170,7 @@ class GitSource:
         log.info("git_commit_applied", source=self.name, commit=commit, routes=len(routes))
         self._audit.emit(AuditEvent(
             kind=CONFIG_APPLIED, actor="control_plane", subject=f"git:{self.name}",
-            details={"commit": commit, "routes": len(routes)},
+            details={"commit": commit, "routes": len(routes), "instance": INSTANCE},
         ))
         if self._publish is not None:
             self._publish(RouteSet(self.name, commit, tuple(routes), seen_at))

@@ -8,8 +8,10 @@
   loads with `control_plane.config.load_config`, the Envoy bootstrap passes
   `envoy --mode validate` with the Deployment's own arguments, the ext_authz config loads
   with `ext_authz.config.load_ext_authz_config`, the ratelimit config with
-  `ratelimit_svc.config.load_ratelimit_config`, and every container runs a command that
-  exists;
+  `ratelimit_svc.config.load_ratelimit_config`, the telemetry config with
+  `telemetry.config.load_telemetry_config` (Kafka or stdout sink), the `accessLog` and
+  `audit` blocks appear exactly when telemetry / Kafka are on, and every container runs a
+  command that exists;
 - `kubectl apply --dry-run=server` accepts every rendering, with no Pod Security
   ("restricted") warning;
 - `helm install` for real, then the control plane runs with the chart's ConfigMap and the
@@ -24,7 +26,10 @@
 - `helm install` with rate limits on: `gatehouse ratelimit` runs with the installed ConfigMap
   and the Deployment's own arguments, gets its limits from a control plane running the
   installed config, turns ready on its probe port, and counts a Route's limit in Redis on
-  the localhost port Envoy is given.
+  the localhost port Envoy is given;
+- `helm install` with telemetry on: `gatehouse telemetry` runs with the installed ConfigMap
+  and the Deployment's own arguments, turns ready on its probe port, and writes an access
+  event to stdout for an entry streamed to the address the control plane gives Envoy.
 
 Needs the tools from scripts/build-kube-tools; under CI=true a missing tool fails.
 """
@@ -49,6 +54,7 @@ import urllib.request
 import grpc
 import pytest
 import yaml
+from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 from envoy.service.auth.v3 import attribute_context_pb2, external_auth_pb2, external_auth_pb2_grpc
 from google.rpc import code_pb2
 from redis import Redis as RedisClient
@@ -58,6 +64,7 @@ from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
 from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from ext_authz.config import load_ext_authz_config
 from ratelimit_svc.config import load_ratelimit_config
+from telemetry.config import load_telemetry_config
 from tests.harness.control_plane import ControlPlaneProcess
 from tests.harness.envoy import envoy_binary
 from tests.harness.http_client import Client, get, wait_for
@@ -68,6 +75,7 @@ from tests.harness.ports import free_port
 from tests.harness.processes import ManagedProcess
 from tests.harness.redis import RedisServer
 from tests.harness.upstream import EchoUpstream
+from tests.unit.telemetry.entries import full_entry
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -83,14 +91,18 @@ CONTROL_PLANE = f"{RELEASE}-gatehouse-control-plane"
 GATEWAY = f"{RELEASE}-gatehouse-gateway"
 
 # Every optional part that renders something real except ext_authz (its own variant
-# below): the ratelimit sidecar on the in-chart Redis, Git, NetworkPolicies ...
+# below): the ratelimit and telemetry sidecars, Kafka (access and audit events), the
+# in-chart Redis, Git, NetworkPolicies ...
+KAFKA_SERVERS = ["kafka-0.kafka:9092", "kafka-1.kafka:9092"]
+# `--set` splits on commas: the list is escaped, as a user would have to.
+WITH_KAFKA = ["--set", "kafka.bootstrapServers=" + "\\, ".join(KAFKA_SERVERS)]
 ALL_ON = [
-    "--set", "networkPolicy.enabled=true,redis.enabled=true,rateLimit.enabled=true",
+    "--set", "networkPolicy.enabled=true,redis.enabled=true,rateLimit.enabled=true,telemetry.enabled=true",
     "--set", "controlPlane.git.enabled=true,controlPlane.git.repo=https://git.example.com/routes.git",
     "--set", "controlPlane.git.path=routes,controlPlane.kubernetes.namespaces={shop}",
     "--set", "gateway.service.type=LoadBalancer,gateway.service.externalTrafficPolicy=Local",
     "--set", "gateway.autoscaling.enabled=false,gateway.replicas=3",
-    "--set", "kafka.bootstrapServers=kafka-0.kafka:9092,redis.url=",
+    *WITH_KAFKA, "--set", "redis.url=",
     "--set-json", 'networkPolicy.controlPlane.adminFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]',
     "--set-json",
     'networkPolicy.upstreams=[{"namespace":"shop","podSelector":{"matchLabels":{"app":"order-service"}},'
@@ -111,7 +123,7 @@ EXT_AUTHZ_ON = [
     *WITH_ISSUERS,
     "--set-json", 'extAuthz.admin.from=[{"podSelector":{"matchLabels":{"app":"revocation-bot"}}}]',
 ]  # fmt: skip
-SIDECARS_ON = ["--set", "extAuthz.enabled=true,rateLimit.enabled=true,redis.enabled=true", *WITH_ISSUERS]
+SIDECARS_ON = ["--set", "extAuthz.enabled=true,rateLimit.enabled=true,telemetry.enabled=true,redis.enabled=true", *WITH_ISSUERS, *WITH_KAFKA]
 # The ratelimit sidecar with every value set away from its default.
 RATE_LIMIT_ON = [
     "--set", "rateLimit.enabled=true,rateLimit.timeout=150ms,rateLimit.failClosed=true,rateLimit.logLevel=debug",
@@ -122,6 +134,8 @@ VARIANTS = {"defaults": [], "all-optional-parts": ALL_ON, "ext-authz": EXT_AUTHZ
 EXT_AUTHZ = f"{RELEASE}-gatehouse-ext-authz"
 EXT_AUTHZ_ADMIN_SECRET = f"{RELEASE}-gatehouse-ext-authz-admin"
 RATELIMIT = f"{RELEASE}-gatehouse-ratelimit"
+TELEMETRY = f"{RELEASE}-gatehouse-telemetry"
+AUDIT_SPOOL = "/var/lib/gatehouse/audit-spool"
 DRAIN_SECONDS = 3
 
 
@@ -220,6 +234,25 @@ def test_helm_lint_is_clean(tools: KubeTools, helm_home: Path, variant: str) -> 
         (["--set", "rateLimit.failClosed=yes"], "failClosed"),
         (["--set", "rateLimit.metricsPort=0"], "metricsPort"),
         (["--set", "rateLimit.logLevel=loud"], "logLevel"),
+        (["--set", "telemetry.enabled=yes"], "enabled"),
+        (["--set", "telemetry.port=0"], "port"),
+        (["--set", "telemetry.metricsPort=70000"], "metricsPort"),
+        (["--set", "telemetry.logLevel=loud"], "logLevel"),
+        (["--set", "telemetry.envoyFlushInterval=1"], "envoyFlushInterval"),
+        (["--set", "telemetry.envoyBufferSize=-1"], "envoyBufferSize"),
+        (["--set", "telemetry.buffer.maxEvents=0"], "maxEvents"),
+        (["--set", "telemetry.sink=stdout"], "sink"),
+        (["--set-json", 'telemetry.command=["gatehouse","telemetry"]'], "command"),
+        (["--set", "kafka.bootstrapServers=kafka-0.kafka"], "bootstrapServers"),  # no port
+        (["--set", "kafka.bootstrapServers=kafka-0.kafka:9092\\,"], "bootstrapServers"),  # an empty entry
+        (["--set", "kafka.bootstrapServers=kafka://kafka-0:9092"], "bootstrapServers"),
+        (["--set", "kafka.auditTopic="], "auditTopic"),
+        (["--set", "kafka.accessLogTopic=access log"], "accessLogTopic"),
+        (["--set", "kafka.requestTimeout=5"], "requestTimeout"),
+        (["--set", "audit.spool.maxBytes=100"], "maxBytes"),
+        (["--set", "audit.spool.sizeLimit=1Gi"], "sizeLimit"),
+        (["--set", "audit.spool.persistentVolumeClaim=audit"], "persistentVolumeClaim"),
+        (["--set", "audit.batchSize=0"], "batchSize"),
     ],
 )
 def test_schema_refuses_unknown_and_mistyped_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
@@ -248,6 +281,10 @@ def test_schema_refuses_unknown_and_mistyped_values(tools: KubeTools, helm_home:
         (["--set", "extAuthz.enabled=true,redis.enabled=true,extAuthz.metricsPort=9902", *WITH_ISSUERS], "ports collide"),
         (["--set", "extAuthz.enabled=true,redis.enabled=true,extAuthz.admin.enabled=true,extAuthz.admin.port=8080", *WITH_ISSUERS],
          "ports collide"),
+        (["--set", "telemetry.enabled=true,telemetry.port=8080"], "ports collide"),
+        (["--set", "telemetry.enabled=true,telemetry.metricsPort=9902"], "ports collide"),
+        (["--set", "telemetry.enabled=true,telemetry.metricsPort=9004,rateLimit.enabled=true,redis.enabled=true"], "telemetry.metricsPort"),
+        (["--set", "telemetry.enabled=true,telemetry.port=9003", *EXT_AUTHZ_ON], "ports collide"),
     ],
 )
 def test_templates_refuse_inconsistent_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
@@ -306,6 +343,18 @@ def test_rendered_config_and_bootstrap_are_accepted_by_the_programs(
         assert config.rate_limit is not None and config.rate_limit.address == "127.0.0.1:8081"
     else:
         assert config.rate_limit is None
+    # ... streams its access log to the telemetry sidecar of its own pod exactly when it runs,
+    # and audit events go to Kafka exactly when there is one, spooled on the pod's volume.
+    if variant == "all-optional-parts":
+        assert config.access_log is not None and config.access_log.address == "127.0.0.1:8083"
+        assert config.audit is not None and config.audit.kafka is not None
+        assert config.audit.kafka.bootstrap_servers == KAFKA_SERVERS
+        assert config.audit.spool_dir == AUDIT_SPOOL and AUDIT_SPOOL in mounts
+        volume, _ = volume_file(pod, cp, config.audit.spool_dir + "/audit.spool.jsonl")
+        assert "emptyDir" in volume
+    else:
+        assert config.access_log is None and config.audit is None
+        assert AUDIT_SPOOL not in mounts
 
     # The gateway: the bootstrap passes `envoy --mode validate` with the Deployment's args.
     bootstrap_map = find(docs, "ConfigMap", GATEWAY)
@@ -349,7 +398,7 @@ def test_every_rendered_container_runs_a_command_that_exists(tools: KubeTools, h
     if variant == "ext-authz":
         expected.add(f"{GATEWAY}/ext-authz")
     if variant == "all-optional-parts":
-        expected.add(f"{GATEWAY}/ratelimit")
+        expected |= {f"{GATEWAY}/ratelimit", f"{GATEWAY}/telemetry"}
     assert set(found) == expected
     for name, container in found.items():
         if container.get("command") == ["gatehouse"]:
@@ -360,10 +409,10 @@ IN_CHART_REDIS = f"redis://{RELEASE}-gatehouse-redis.{NAMESPACE}.svc.cluster.loc
 
 
 def test_sidecars_render_only_when_enabled_on_localhost(tools: KubeTools, helm_home: Path) -> None:
-    docs = objects(template(tools, helm_home, *SIDECARS_ON, "--set", "kafka.bootstrapServers=kafka:9092"))
+    docs = objects(template(tools, helm_home, *SIDECARS_ON))
     pod = find(docs, "Deployment", GATEWAY)["spec"]["template"]["spec"]
     by_name = {c["name"]: c for c in pod["containers"]}
-    assert set(by_name) == {"envoy", "ext-authz", "ratelimit"}
+    assert set(by_name) == {"envoy", "ext-authz", "ratelimit", "telemetry"}
     # Each sidecar: the gRPC service on localhost; only its probe/metrics port on the pod IP.
     rl_config = yaml.safe_load(find(docs, "ConfigMap", RATELIMIT)["data"]["ratelimit.yaml"])
     assert rl_config["listen"] == "127.0.0.1:8081"
@@ -371,19 +420,32 @@ def test_sidecars_render_only_when_enabled_on_localhost(tools: KubeTools, helm_h
     authz_config = yaml.safe_load(find(docs, "ConfigMap", EXT_AUTHZ)["data"]["ext-authz.yaml"])
     assert authz_config["listen"] == "127.0.0.1:9001"
     assert [(p["name"], p["containerPort"]) for p in by_name["ext-authz"]["ports"]] == [("authz-metrics", 9003)]
-    for name in ("ext-authz", "ratelimit"):
+    tm_config = yaml.safe_load(find(docs, "ConfigMap", TELEMETRY)["data"]["telemetry.yaml"])
+    assert tm_config["listen"] == "127.0.0.1:8083"
+    assert [(p["name"], p["containerPort"]) for p in by_name["telemetry"]["ports"]] == [("tm-metrics", 9005)]
+    sidecars = ("ext-authz", "ratelimit", "telemetry")
+    for name in sidecars:
         assert by_name[name]["resources"]["requests"]["cpu"]  # the HPA needs every container's request
-    # Both mount their own config at /etc/gatehouse: different volumes, one per container.
-    mounts = {name: {m["mountPath"]: m["name"] for m in by_name[name]["volumeMounts"]} for name in ("ext-authz", "ratelimit")}
-    assert (mounts["ext-authz"]["/etc/gatehouse"], mounts["ratelimit"]["/etc/gatehouse"]) == ("ext-authz-config", "ratelimit-config")
-    assert set(mounts["ext-authz"].values()).isdisjoint(mounts["ratelimit"].values())
+        assert by_name[name]["securityContext"] == by_name["envoy"]["securityContext"]
+    # Each mounts its own config at /etc/gatehouse: different volumes, one per container.
+    mounts = {name: {m["mountPath"]: m["name"] for m in by_name[name]["volumeMounts"]} for name in sidecars}
+    assert [mounts[name]["/etc/gatehouse"] for name in sidecars] == ["ext-authz-config", "ratelimit-config", "telemetry-config"]
+    for i, first in enumerate(sidecars):
+        for second in sidecars[i + 1 :]:
+            assert set(mounts[first].values()).isdisjoint(mounts[second].values()), (first, second)
+    # With Kafka, only ext_authz (of the sidecars) spools audit events.
+    assert mounts["ext-authz"][AUDIT_SPOOL] == "ext-authz-audit-spool"
+    assert AUDIT_SPOOL not in mounts["ratelimit"] and AUDIT_SPOOL not in mounts["telemetry"]
     cp_config = yaml.safe_load(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
     assert (cp_config["extAuthz"]["address"], cp_config["rateLimit"]["address"]) == ("127.0.0.1:9001", "127.0.0.1:8081")
-    # Nothing of ext_authz or ratelimit while they are off (a Redis alone renders neither).
-    plain = objects(template(tools, helm_home, "--set", "redis.enabled=true", *WITH_ISSUERS))
-    assert not [d for d in plain if "ext-authz" in d["metadata"]["name"] or "ratelimit" in d["metadata"]["name"]]
+    assert cp_config["accessLog"]["address"] == "127.0.0.1:8083"
+    # Nothing of ext_authz, ratelimit or telemetry while they are off (a Redis alone renders
+    # none of them; Kafka alone only the control plane's audit block).
+    plain = objects(template(tools, helm_home, "--set", "redis.enabled=true", *WITH_ISSUERS, *WITH_KAFKA))
+    assert not [d for d in plain if any(part in d["metadata"]["name"] for part in ("ext-authz", "ratelimit", "telemetry"))]
     plain_cp = yaml.safe_load(find(plain, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
-    assert "extAuthz" not in plain_cp and "rateLimit" not in plain_cp
+    assert "extAuthz" not in plain_cp and "rateLimit" not in plain_cp and "accessLog" not in plain_cp
+    assert plain_cp["audit"]["kafka"]["bootstrapServers"] == KAFKA_SERVERS
     assert {c["name"] for c in find(plain, "Deployment", GATEWAY)["spec"]["template"]["spec"]["containers"]} == {"envoy"}
 
 
@@ -554,6 +616,114 @@ def test_ratelimit_expected_instances_follows_the_gateway(
     config_file = tmp_path / "ratelimit.yaml"
     config_file.write_text(find(docs, "ConfigMap", RATELIMIT)["data"]["ratelimit.yaml"])
     assert load_ratelimit_config(config_file).expected_instances == expected
+
+
+@pytest.mark.parametrize("sink", ["kafka", "stdout"])
+def test_rendered_telemetry_config_loads_and_envoy_streams_to_the_sidecar(
+    tools: KubeTools, helm_home: Path, tmp_path: Path, sink: str
+) -> None:
+    values = [
+        "--set", "telemetry.enabled=true,telemetry.port=8093,telemetry.metricsPort=9115,telemetry.logLevel=debug",
+        "--set", "telemetry.buffer.maxEvents=2000,telemetry.buffer.batchSize=50",
+        "--set", "telemetry.envoyBufferSize=0,telemetry.envoyFlushInterval=250ms,networkPolicy.enabled=true",
+        "--set", "kafka.accessLogTopic=edge.access,kafka.auditTopic=edge.audit,kafka.requestTimeout=3s",
+        *EXT_AUTHZ_ON,
+    ]  # fmt: skip
+    if sink == "kafka":
+        values += WITH_KAFKA
+    docs = objects(template(tools, helm_home, *values))
+
+    # The sidecar's config, as `gatehouse telemetry` loads it.
+    config_file = tmp_path / "telemetry.yaml"
+    config_file.write_text(find(docs, "ConfigMap", TELEMETRY)["data"]["telemetry.yaml"])
+    config = load_telemetry_config(config_file)
+    assert config.listen == "127.0.0.1:8093"  # only the Envoy of the same pod streams to it
+    assert config.metrics.listen == "0.0.0.0:9115"  # the kubelet probes the pod IP
+    assert (config.buffer.max_events, config.buffer.batch_size) == (2000, 50)
+    if sink == "kafka":
+        kafka = config.sink.kafka
+        assert kafka is not None and config.sink.stdout is None and config.sink.file is None
+        assert kafka.bootstrap_servers == KAFKA_SERVERS  # the comma list, split and trimmed
+        assert (kafka.access_log_topic, kafka.audit_topic, kafka.request_timeout) == ("edge.access", "edge.audit", 3_000)
+        assert kafka.client_id == "gatehouse-telemetry"
+    else:
+        assert config.sink.stdout is not None and config.sink.kafka is None and config.sink.file is None
+    assert "audit" not in yaml.safe_load(config_file.read_text())  # telemetry spools nothing itself
+
+    # The Deployment runs exactly that file, probes the metrics port, outlives Envoy's drain.
+    gateway = find(docs, "Deployment", GATEWAY)
+    pod = gateway["spec"]["template"]["spec"]
+    sidecar = next(c for c in pod["containers"] if c["name"] == "telemetry")
+    assert [*sidecar["command"], *sidecar["args"]] == ["gatehouse", "telemetry", "--config", "/etc/gatehouse/telemetry.yaml", "--log-level", "debug"]
+    assert gatehouse_subcommand_exists(sidecar["args"][0])
+    volume, name = volume_file(pod, sidecar, sidecar["args"][2])
+    assert (volume["configMap"]["name"], name) == (TELEMETRY, "telemetry.yaml")
+    assert {p["name"]: p["containerPort"] for p in sidecar["ports"]} == {"tm-metrics": 9115}
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "tm-metrics"}
+    assert sidecar["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "tm-metrics"}
+    assert sidecar["securityContext"] == next(c for c in pod["containers"] if c["name"] == "envoy")["securityContext"]
+    assert sidecar["resources"]["requests"]["cpu"]  # the HPA needs every container's request
+    assert sidecar["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "15"]
+    assert {m["mountPath"] for m in sidecar["volumeMounts"]} == {"/etc/gatehouse", "/tmp"}
+    assert "checksum/telemetry" in gateway["spec"]["template"]["metadata"]["annotations"]
+
+    # The control plane sends every Envoy's access log to the sidecar of its own pod.
+    cp_file = tmp_path / "control-plane.yaml"
+    cp_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    cp_config = load_config(cp_file)
+    assert cp_config.access_log is not None
+    assert (cp_config.access_log.address, cp_config.access_log.buffer_size, cp_config.access_log.flush_interval) == ("127.0.0.1:8093", 0, 250)
+    # Audit events (control plane and ext_authz) go to Kafka exactly when there is one.
+    authz_file = tmp_path / "ext-authz.yaml"
+    authz_file.write_text(find(docs, "ConfigMap", EXT_AUTHZ)["data"]["ext-authz.yaml"])
+    authz_config = load_ext_authz_config(authz_file)
+    for audit in (cp_config.audit, authz_config.audit):
+        if sink == "kafka":
+            assert audit is not None and audit.kafka is not None
+            assert (audit.kafka.bootstrap_servers, audit.kafka.audit_topic, audit.kafka.request_timeout) == (KAFKA_SERVERS, "edge.audit", 3_000)
+        else:
+            assert audit is None
+
+    # The gateway pods' policy keeps the sidecar's metrics port open, like the others'.
+    policy = find(docs, "NetworkPolicy", GATEWAY)["spec"]
+    assert {p["port"] for p in policy["ingress"][0]["ports"]} == {8080, 9902, 9003, 9115}
+
+
+def test_rendered_audit_blocks_load_and_spool_on_emptydirs(tools: KubeTools, helm_home: Path, tmp_path: Path) -> None:
+    values = [*EXT_AUTHZ_ON, *WITH_KAFKA, "--set", "audit.spool.maxBytes=1048576,audit.maxPending=500,audit.batchSize=20"]
+    docs = objects(template(tools, helm_home, *values))
+    pods = {
+        "control-plane": (find(docs, "Deployment", CONTROL_PLANE)["spec"]["template"]["spec"], CONTROL_PLANE, "control-plane.yaml"),
+        "ext-authz": (find(docs, "Deployment", GATEWAY)["spec"]["template"]["spec"], EXT_AUTHZ, "ext-authz.yaml"),
+    }
+    spool_volumes = []
+    for component, (pod, config_map, key) in pods.items():
+        config_file = tmp_path / key
+        config_file.write_text(find(docs, "ConfigMap", config_map)["data"][key])
+        config = (load_config if component == "control-plane" else load_ext_authz_config)(config_file)
+        audit = config.audit
+        assert audit is not None and audit.kafka is not None, component
+        assert audit.kafka.bootstrap_servers == KAFKA_SERVERS
+        assert (audit.kafka.audit_topic, audit.kafka.client_id) == ("gatehouse.audit", f"gatehouse-{component}")
+        assert (audit.spool_max_bytes, audit.max_pending, audit.batch_size) == (1_048_576, 500, 20)
+        # An absolute spoolDir (a relative one would land in the read-only ConfigMap
+        # directory), on a writable emptyDir of exactly this container, twice maxBytes big.
+        assert audit.spool_dir == AUDIT_SPOOL
+        container = next(c for c in pod["containers"] if c["name"] == component)
+        volume, _ = volume_file(pod, container, f"{audit.spool_dir}/audit.spool.jsonl")
+        assert volume["emptyDir"] == {"sizeLimit": "2097152"}, volume
+        mount = next(m for m in container["volumeMounts"] if m["name"] == volume["name"])
+        assert not mount.get("readOnly")
+        others = [c for c in pod["containers"] if c is not container]
+        assert all(volume["name"] not in {m["name"] for m in c["volumeMounts"]} for c in others)  # one process per spool
+        spool_volumes.append(volume)
+    assert len(spool_volumes) == 2
+    # The spool settings change the configs, so the pods roll.
+    changed = objects(template(tools, helm_home, *values, "--set", "audit.batchSize=30"))
+    for name in (CONTROL_PLANE, GATEWAY):
+        before = find(docs, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
+        after = find(changed, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
+        assert before != after, name
 
 
 # --- the real API server ------------------------------------------------------------------
@@ -1063,3 +1233,80 @@ def test_helm_install_with_rate_limit_then_the_sidecar_runs_with_what_the_chart_
         redis.stop()
 
     api.helm("uninstall", RL_RELEASE, "--namespace", RL_NAMESPACE, "--wait", "--timeout", "60s")
+
+
+# --- telemetry, installed and run ---------------------------------------------------------
+
+TM_RELEASE = "telemetry"
+TM_NAMESPACE = "gatehouse-telemetry"
+
+
+def test_helm_install_with_telemetry_then_the_sidecar_runs_with_what_the_chart_installed(api: KubeAPIServer, tmp_path: Path) -> None:
+    sidecar_process: ManagedProcess | None = None
+    cp_name, gateway_name = f"{TM_RELEASE}-gatehouse-control-plane", f"{TM_RELEASE}-gatehouse-gateway"
+    try:
+        ports = {name: free_port() for name in ("als", "metrics")}
+        install = api.helm(
+            "install", TM_RELEASE, str(CHART), "--namespace", TM_NAMESPACE, "--create-namespace",
+            "--set", f"telemetry.enabled=true,telemetry.port={ports['als']},telemetry.metricsPort={ports['metrics']}",
+        )  # fmt: skip
+        assert f"gatehouse telemetry` (127.0.0.1:{ports['als']})" in install.stdout, install.stdout
+        assert f"logs deployment/{gateway_name} -c telemetry" in install.stdout, install.stdout  # stdout sink
+        assert "Audit events" not in install.stdout, install.stdout  # no Kafka
+
+        # The address the control plane gives every Envoy.
+        installed = json.loads(api.kubectl("get", "configmap", cp_name, "-n", TM_NAMESPACE, "-o", "json").stdout)
+        cp_config = yaml.safe_load(installed["data"]["control-plane.yaml"])
+        address = cp_config["accessLog"]["address"]
+        assert address == f"127.0.0.1:{ports['als']}" and "audit" not in cp_config
+
+        # The sidecar as the kubelet would start it: the installed Deployment's command and
+        # arguments, its ConfigMap at (a local copy of) its mount path.
+        deployment = json.loads(api.kubectl("get", "deployment", gateway_name, "-n", TM_NAMESPACE, "-o", "json").stdout)
+        pod = deployment["spec"]["template"]["spec"]
+        sidecar = next(c for c in pod["containers"] if c["name"] == "telemetry")
+        mounts = materialize_mounts(api, pod, sidecar, tmp_path / "volumes", namespace=TM_NAMESPACE)
+        args = list(sidecar["args"])
+        assert sidecar["command"] == ["gatehouse"] and args[:2] == ["telemetry", "--config"]
+        config_path = Path(local_path(mounts, args[2]))
+        config_path.write_text(loopback(config_path.read_text()))  # 0.0.0.0 (pod IP) → loopback here
+        args[2] = str(config_path)
+        env = {**os.environ, "HOME": str(mounts["/tmp"])}
+        sidecar_process = ManagedProcess.start([sys.executable, "-m", "gatehouse", *args], name="telemetry", log_dir=tmp_path, env=env)
+
+        probe_port = {p["name"]: p["containerPort"] for p in sidecar["ports"]}
+        readiness, liveness = sidecar["readinessProbe"]["httpGet"], sidecar["livenessProbe"]["httpGet"]
+        wait_for(lambda: http_status(probe_port[readiness["port"]], readiness["path"]) == 200, 30, "telemetry /readyz 200")
+        assert http_status(probe_port[liveness["port"]], liveness["path"]) == 200
+        assert http_status(ports["metrics"], "/metrics") == 200
+
+        # An entry streamed as Envoy streams it, to the address Envoy is given: one access
+        # event on the sidecar's stdout (what `kubectl logs -c telemetry` shows).
+        message = als_pb2.StreamAccessLogsMessage()
+        message.identifier.node.id = f"{gateway_name}-abcde"
+        message.identifier.log_name = "gatehouse"
+        message.http_logs.log_entry.append(full_entry())
+        with grpc.insecure_channel(address) as channel:
+            als_pb2_grpc.AccessLogServiceStub(channel).StreamAccessLogs(iter([message]), timeout=10)
+        log_path = sidecar_process.log_path
+
+        def access_events() -> list[str]:
+            return [line for line in log_path.read_text().splitlines() if '"type":"access"' in line]
+
+        wait_for(lambda: bool(access_events()), 15, "the access event on the sidecar's stdout")
+        (line,) = access_events()
+        event = json.loads(line)
+        assert (event["path"], event["status"], event["user_id"]) == ("/api/v2/orders/42?x=1", 200, "alice")
+
+        # With Kafka, the notes tell where audit events go and what an emptyDir spool means.
+        upgrade = api.helm("upgrade", TM_RELEASE, str(CHART), "--namespace", TM_NAMESPACE, "--reuse-values", *WITH_KAFKA)
+        assert "goes to Kafka" in upgrade.stdout and "gatehouse.access-log" in upgrade.stdout, upgrade.stdout
+        assert "Audit events of the control plane go to Kafka topic gatehouse.audit" in upgrade.stdout, upgrade.stdout
+        assert "NOT pod deletion" in upgrade.stdout, upgrade.stdout
+        upgraded = json.loads(api.kubectl("get", "configmap", cp_name, "-n", TM_NAMESPACE, "-o", "json").stdout)
+        assert yaml.safe_load(upgraded["data"]["control-plane.yaml"])["audit"]["kafka"]["bootstrapServers"] == KAFKA_SERVERS
+    finally:
+        if sidecar_process is not None:
+            sidecar_process.stop()
+
+    api.helm("uninstall", TM_RELEASE, "--namespace", TM_NAMESPACE, "--wait", "--timeout", "60s")

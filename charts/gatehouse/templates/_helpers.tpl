@@ -205,3 +205,52 @@ every template that renders ratelimit parts, so `helm template -s` of any of the
 {{- fail "rateLimit.enabled=true needs a Redis for the rate-limit counters: set redis.url (production) or redis.enabled=true (trying out)" }}
 {{- end }}
 {{- end }}
+
+{{/* --- telemetry, Kafka and audit ------------------------------------------------------ */}}
+
+{{/* Where the telemetry sidecar's config file is mounted. */}}
+{{- define "gatehouse.telemetry.configDir" -}}/etc/gatehouse{{- end }}
+
+{{/* Where a process's audit spool (an emptyDir) is mounted: its `audit.spoolDir`. */}}
+{{- define "gatehouse.audit.spoolDir" -}}/var/lib/gatehouse/audit-spool{{- end }}
+
+{{/* The emptyDir sizeLimit of an audit spool: twice audit.spool.maxBytes, in bytes. */}}
+{{- define "gatehouse.audit.spoolSizeLimit" -}}
+{{- mul (int64 .Values.audit.spool.maxBytes) 2 }}
+{{- end }}
+
+{{/*
+kafka.bootstrapServers ("a:9092, b:9092") as a list for the configs' bootstrapServers;
+returned as JSON ({"servers": [...]}) because include yields a string. Empty: no Kafka.
+*/}}
+{{- define "gatehouse.kafka.servers" -}}
+{{- $servers := list }}
+{{- range (splitList "," .Values.kafka.bootstrapServers) }}
+{{- $server := trim . }}
+{{- if $server }}{{ $servers = append $servers $server }}{{ end }}
+{{- end }}
+{{- dict "servers" $servers | toJson }}
+{{- end }}
+
+{{/*
+The `audit:` block of a process that emits audit events (control plane, ext_authz), as
+YAML, or "" without Kafka. Call with (dict "ctx" $ "component" "control-plane"): the
+component names the Kafka client id.
+*/}}
+{{- define "gatehouse.audit.config" -}}
+{{- $ctx := .ctx }}
+{{- $servers := (include "gatehouse.kafka.servers" $ctx | fromJson).servers }}
+{{- if $servers }}
+{{- $audit := dict
+      "kafka" (dict
+        "bootstrapServers" $servers
+        "auditTopic" $ctx.Values.kafka.auditTopic
+        "clientId" (printf "gatehouse-%s" .component)
+        "requestTimeout" $ctx.Values.kafka.requestTimeout)
+      "spoolDir" (include "gatehouse.audit.spoolDir" $ctx)
+      "spoolMaxBytes" (int64 $ctx.Values.audit.spool.maxBytes)
+      "maxPending" (int $ctx.Values.audit.maxPending)
+      "batchSize" (int $ctx.Values.audit.batchSize) }}
+{{- toYaml $audit }}
+{{- end }}
+{{- end }}

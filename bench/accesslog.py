@@ -526,6 +526,32 @@ class Bench:
             "command": " ".join(argv).replace(str(self.workdir), "$WORKDIR"),
         }
 
+    def outage(self, duration: int) -> dict[str, Any]:
+        """Kafka SIGKILLed: log-off and log-on gateways under the same load, back to back.
+        Requests must not fail or slow down; telemetry drops and counts what it cannot send."""
+        assert self.broker is not None and self.telemetry is not None
+        before = telemetry_counters(self.telemetry)
+        self.broker.kill()
+        time.sleep(1.0)
+        runs = {s.name: self.wrk(s, duration, f"outage-{s.name}") for s in (BY_NAME["off_echo"], BY_NAME["on_echo"])}
+        time.sleep(self.args.flush_interval_s + 1)
+        dropped = {k.split("|", 1)[1]: v for k, v in counter_delta(before, telemetry_counters(self.telemetry)).items()
+                   if k.startswith("dropped|")}
+        off, on = runs["off_echo"], runs["on_echo"]
+        result = {
+            "what": "Kafka killed; /echo through the gateway without and with the access log, back to back",
+            **{name: {k: run[k] for k in ("requests", "rps", "latency_ms", "status_errors", "socket_errors")}
+               for name, run in runs.items()},
+            "p50_ratio_on_over_off": ratio(on["latency_ms"]["p50"], off["latency_ms"]["p50"]),
+            "p99_ratio_on_over_off": ratio(on["latency_ms"]["p99"], off["latency_ms"]["p99"]),
+            "rps_ratio_on_over_off": ratio(on["rps"], off["rps"]),
+            "failed_requests_with_log_on": on["status_errors"] + sum(on["socket_errors"].values()),
+            "telemetry_dropped": dropped,
+        }
+        progress(f"  outage: p99 on/off {result['p99_ratio_on_over_off']}, failed {result['failed_requests_with_log_on']}, "
+                 f"dropped {dropped}")
+        return result
+
     def warm_up(self, wanted: list[Scenario]) -> None:
         for scenario in wanted:
             self.wrk(scenario, self.args.warmup, f"warmup-{scenario.name}")
@@ -849,6 +875,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-events", type=int, default=10_000, help="telemetry's buffer.maxEvents (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=500, help="telemetry's buffer.batchSize (default: %(default)s)")
     parser.add_argument("--conversions", type=int, default=50_000, help="entries per case of the in-process conversion measurement (0: skip)")
+    parser.add_argument("--outage", type=int, default=5, help="seconds of load per gateway with Kafka killed, at the end (0: skip)")
     parser.add_argument("--producer-events", type=int, default=50_000, help="events of the in-process Kafka writer measurement (0: skip)")
     parser.add_argument("--workdir", help="where configs, wrk output and logs go (default: a temporary directory, removed unless --keep)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
@@ -926,6 +953,9 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"  KafkaAccessWriter {report['producer_in_process']['cpu_us_per_event']} us CPU/event "
                     f"(send loop {report['producer_in_process']['send_loop_cpu_us_per_event']} us), "
                     f"{report['producer_in_process']['acknowledged']} acknowledged")
+        if args.outage > 0:
+            progress(f"Kafka outage: {args.outage} s per gateway")
+            report["kafka_outage"] = bench.outage(args.outage)  # last: the broker stays down
     finally:
         bench.stop()
         if not args.keep and not args.workdir:

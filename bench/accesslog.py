@@ -50,7 +50,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -68,6 +67,7 @@ from tests.harness.gateway import GatewayStack  # noqa: E402
 from tests.harness.kafka import KafkaBroker  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from tests.harness.telemetry import TelemetryServiceProcess  # noqa: E402
+from bench.proc_stats import children_cpu_seconds, cpu_seconds, machine_busy_seconds  # noqa: E402
 
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
@@ -102,31 +102,6 @@ end
 
 
 # -- process readings -------------------------------------------------------------------
-
-
-def cpu_times(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a process, all its threads (/proc/<pid>/stat fields 14 and 15), seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / ticks, int(fields[12]) / ticks
-
-
-def cpu_seconds(pid: int) -> float:
-    return sum(cpu_times(pid))
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds every process on the machine used (from /proc/stat: all but idle and iowait)."""
-    with open("/proc/stat") as stat:
-        fields = [int(x) for x in stat.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 _SAMPLE = re.compile(r'^(?P<name>gatehouse_telemetry_\w+)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)$', re.MULTILINE)

@@ -45,7 +45,6 @@ import json
 import os
 import platform
 import re
-import resource
 import shutil
 import signal
 import subprocess
@@ -72,6 +71,7 @@ from tests.harness.ports import free_port  # noqa: E402
 from tests.harness.processes import ManagedProcess, port_open  # noqa: E402
 from tests.harness.redis import RedisServer  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
+from bench.proc_stats import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds  # noqa: E402
 
 AUDIENCE = "api"
 SCOPE = "bench:read"
@@ -217,48 +217,11 @@ def write_lua(workdir: Path) -> tuple[Path, Path]:
     return static, tokens
 
 
-def cpu_times(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a process, all its threads (/proc/<pid>/stat fields 14 and 15), seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / ticks, int(fields[12]) / ticks
-
-
-def cpu_seconds(pid: int) -> float:
-    return sum(cpu_times(pid))
-
-
-def context_switches(pid: int) -> int:
-    """Voluntary + involuntary context switches of every thread of a process."""
-    total = 0
-    for status in Path(f"/proc/{pid}/task").glob("*/status"):
-        try:
-            text = status.read_text()
-        except OSError:  # the thread ended
-            continue
-        total += sum(int(line.split()[1]) for line in text.splitlines() if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
-    return total
-
-
-def machine_busy_seconds() -> float:
-    """CPU seconds every process on the machine used (from /proc/stat: all but idle and iowait)."""
-    with open("/proc/stat") as stat:
-        fields = [int(x) for x in stat.readline().split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
 def envoy_authz_stats(stack: GatewayStack) -> dict[str, int]:
     """Envoy's ext_authz filter counters (ok, denied, error, ...), by short name."""
     assert stack.envoy is not None
     stats = stack.envoy.stats("ext_authz")
     return {name.rsplit("ext_authz.", 1)[1]: value for name, value in stats.items() if ".ext_authz." in name and "cluster." not in name}
-
-
-def children_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 _DECISION = re.compile(r'^gatehouse_authz_decisions_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$', re.M)

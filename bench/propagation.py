@@ -48,6 +48,7 @@ from tests.harness.gateway import GatewayStack  # noqa: E402
 from tests.harness.http_client import Client  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from tests.harness.upstream import EchoUpstream  # noqa: E402
+from bench.proc_stats import cpu_seconds  # noqa: E402
 
 try:  # libyaml makes generating 10,000 route documents take a second, not ten
     from yaml import CSafeDumper as _Dumper
@@ -197,14 +198,6 @@ def memory_mib(pid: int) -> dict[str, float]:
         "VmRSS_mib": round(kib.get("VmRSS_kib", 0) / 1024, 1),
         "VmHWM_mib": round(kib.get("VmHWM_kib", 0) / 1024, 1),
     }
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all threads)."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks
 
 
 class LogTail:

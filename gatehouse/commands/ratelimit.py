@@ -3,45 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import signal
-import sys
-from pathlib import Path
 
-from control_plane.errors import ConfigError
-from gatehouse.logs import configure_logging
+from gatehouse.commands.serve import add_service_parser, run_service
 from ratelimit_svc.config import load_ratelimit_config
 from ratelimit_svc.runtime import RateLimitProcess
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser("ratelimit", help="run the global rate-limit service (Redis, hybrid buckets)")
-    parser.add_argument("--config", type=Path, required=True, help="ratelimit config file (YAML)")
-    parser.add_argument("--log-level", default="info")
-    parser.add_argument("--log-format", choices=["json", "console"], default="json")
-    parser.set_defaults(run=run)
+    add_service_parser(subparsers, "ratelimit", help="run the global rate-limit service (Redis, hybrid buckets)",
+                       what="ratelimit", run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_level, args.log_format)
-    try:
-        config = load_ratelimit_config(args.config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_serve(RateLimitProcess(config)))
-    except (OSError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-async def _serve(process: RateLimitProcess) -> int:
-    task = asyncio.create_task(process.run())
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    return 0
+    return run_service(args, load_ratelimit_config, RateLimitProcess)

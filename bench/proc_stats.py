@@ -1,0 +1,47 @@
+"""CPU accounting the benchmarks share, read from /proc and getrusage (Linux)."""
+
+from __future__ import annotations
+
+import os
+import resource
+from pathlib import Path
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process, all its threads (/proc/<pid>/stat fields 14 and 15), seconds."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all threads)."""
+    return sum(cpu_times(pid))
+
+
+def context_switches(pid: int) -> int:
+    """Voluntary + involuntary context switches of every thread of a process."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            text = status.read_text()
+        except OSError:  # the thread ended
+            continue
+        total += sum(int(line.split()[1]) for line in text.splitlines()
+                     if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+    return total
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every process on the machine used (from /proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's waited-for children (wrk runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime

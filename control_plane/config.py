@@ -36,6 +36,13 @@ class Listen(Model):
 class Gateway(Model):
     listener_address: str = "0.0.0.0"
     listener_port: Port = 8080
+    max_request_headers_kb: Annotated[int, Field(ge=1, le=8192)] = 60
+    """Request headers beyond this many KiB are answered 431 (Envoy's own limit is 8192)."""
+    max_request_body_bytes: Annotated[int, Field(ge=0, le=1 << 40)] = 10 * 1024 * 1024
+    """Request bodies beyond this many bytes are answered 413, checked while they stream
+    (nothing is buffered for it); 0: no limit."""
+    server_header: Annotated[str, Field(max_length=128, pattern=r"^([!-~]([ -~]*[!-~])?)?$")] = "gatehouse"
+    """The `server` header on every response; "" sends none. An upstream's own never passes."""
 
 
 class ExtAuthz(Model):

@@ -41,7 +41,7 @@ def _sorted_maps(value: Any, in_map: bool = False) -> Any:
     return value
 
 
-_MAP_FIELDS = {"filter_metadata", "typed_filter_metadata", "typed_per_filter_config"}
+_MAP_FIELDS = {"filter_metadata", "typed_filter_metadata", "typed_per_filter_config", "json_format"}
 
 
 def to_yaml(data: Any) -> str:

@@ -71,7 +71,16 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         access_log = AccessLogSettings(
             _addresses(config.access_log.address), config.access_log.buffer_size, config.access_log.flush_interval
         )
-    return GatewaySettings(gateway.listener_address, gateway.listener_port, ext_authz, rate_limit, access_log)
+    return GatewaySettings(
+        gateway.listener_address,
+        gateway.listener_port,
+        ext_authz,
+        rate_limit,
+        access_log,
+        max_request_headers_kb=gateway.max_request_headers_kb,
+        max_request_body_bytes=gateway.max_request_body_bytes,
+        server_header=gateway.server_header,
+    )
 
 
 def _addresses(raw: str | list[str]) -> tuple[tuple[str, int], ...]:

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
-from control_plane.model.durations import Duration, Rate
+from control_plane.model.durations import Duration, Rate, human_duration_ms
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 
 API_VERSION = "gatehouse.io/v1alpha1"
@@ -302,22 +302,68 @@ class RateLimit(Model):
         return self
 
 
+CONNECT_TIMEOUT_MS = 3_000
+"""A cluster's connect timeout unless a route using it sets ``timeouts.connect``."""
+REQUEST_TIMEOUT_MS = 10_000
+"""A route's whole-request timeout unless it sets ``timeouts.request``."""
+PER_TRY_TIMEOUT_MS = 8_000
+"""Each attempt's timeout on a route with retries, unless it sets ``timeouts.perTry``
+(and only when the request timeout leaves room for it)."""
+
+
+def _named(field: str, ms: int, default: bool = False) -> str:
+    return f"{field} ({human_duration_ms(ms)}{', the default' if default else ''})"
+
+
 class Timeouts(Model):
+    """The hierarchy, checked: connect < perTry <= request <= idle.
+
+    ``connect`` is the backend cluster's connect timeout (shared by every route to that
+    service port); ``idle`` is the stream idle timeout for this route.
+    """
+
     model_config = cel(
         (
             "!has(self.perTry) || !has(self.request) || duration(self.perTry) <= duration(self.request)",
             "perTry must not exceed request",
-        )
+        ),
+        (
+            "!has(self.perTry) || has(self.request) || duration(self.perTry) <= duration('10s')",
+            "perTry must not exceed request (10s, the default)",
+        ),
+        (
+            "!has(self.idle) || duration(self.idle) >= (has(self.request) ? duration(self.request) : duration('10s'))",
+            "request must not exceed idle",
+        ),
+        (
+            "!has(self.connect) || duration(self.connect) < (has(self.perTry) ? duration(self.perTry)"
+            " : has(self.request) ? duration(self.request) : duration('10s'))",
+            "connect must be less than perTry and request",
+        ),
     )
 
+    connect: Duration | None = None
     request: Duration | None = None
     per_try: Duration | None = None
     idle: Duration | None = None
 
     @model_validator(mode="after")
-    def _per_try_within_request(self) -> Timeouts:
-        if self.per_try is not None and self.request is not None and self.per_try > self.request:
-            raise ValueError("perTry must not exceed request")
+    def _hierarchy(self) -> Timeouts:
+        request = self.request if self.request is not None else REQUEST_TIMEOUT_MS
+        default_request = self.request is None
+        if self.per_try is not None and self.per_try > request:
+            raise ValueError(
+                f"{_named('perTry', self.per_try)} must not exceed {_named('request', request, default_request)}"
+            )
+        if self.idle is not None and request > self.idle:
+            raise ValueError(f"{_named('request', request, default_request)} must not exceed {_named('idle', self.idle)}")
+        if self.connect is not None:
+            if self.per_try is not None and self.connect >= self.per_try:
+                raise ValueError(f"{_named('connect', self.connect)} must be less than {_named('perTry', self.per_try)}")
+            if self.connect >= request:
+                raise ValueError(
+                    f"{_named('connect', self.connect)} must be less than {_named('request', request, default_request)}"
+                )
         return self
 
 
@@ -349,25 +395,49 @@ class Retries(Model):
 
 
 class CircuitBreaker(Model):
-    max_connections: Annotated[int, Field(ge=1)] | None = None
-    max_pending_requests: Annotated[int, Field(ge=1)] | None = None
-    max_requests: Annotated[int, Field(ge=1)] | None = None
-    max_retries: Annotated[int, Field(ge=0)] | None = None
+    """The service's bulkhead: Envoy's DEFAULT-priority thresholds on its cluster.
+
+    Unset limits keep Envoy's defaults (1024 each). Without ``maxRetries`` the cluster gets
+    a retry budget (20% of active requests, at least 3 concurrent retries) instead of a
+    fixed cap; with it, the fixed cap replaces the budget.
+    """
+
+    max_connections: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
+    max_pending_requests: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
+    max_requests: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
+    max_retries: Annotated[int, Field(ge=0, le=1_000_000_000)] | None = None
 
 
 class OutlierDetection(Model):
-    consecutive5xx: Annotated[int, Field(ge=1)] | None = Field(default=None, alias="consecutive5xx")
+    """Passive health checking: a host answering ``consecutive5xx`` 5xx in a row is ejected
+    for ``baseEjection`` times the number of its ejections; unset fields keep Envoy's defaults."""
+
+    consecutive5xx: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(default=None, alias="consecutive5xx")
     interval: Duration | None = None
     base_ejection: Duration | None = None
     max_ejection_percent: Annotated[int, Field(ge=0, le=100)] | None = None
 
 
 class HealthCheck(Model):
-    path: Annotated[str, AfterValidator(_prefix)]
+    """Active HTTP health checks: GET ``path`` every ``interval``; 200 is healthy."""
+
+    model_config = cel(("!has(self.timeout) || !has(self.interval) || duration(self.timeout) <= duration(self.interval)",
+                        "timeout must not exceed interval"))
+
+    path: Annotated[str, AfterValidator(_prefix), Field(max_length=1024)]
     interval: Duration = 5000
     timeout: Duration = 1000
-    healthy_threshold: Annotated[int, Field(ge=1)] = 2
-    unhealthy_threshold: Annotated[int, Field(ge=1)] = 3
+    healthy_threshold: Annotated[int, Field(ge=1, le=1000)] = 2
+    unhealthy_threshold: Annotated[int, Field(ge=1, le=1000)] = 3
+
+    @model_validator(mode="after")
+    def _timeout_within_interval(self) -> HealthCheck:
+        if self.timeout > self.interval:
+            raise ValueError(
+                f"healthCheck.timeout ({human_duration_ms(self.timeout)}) must not exceed "
+                f"healthCheck.interval ({human_duration_ms(self.interval)})"
+            )
+        return self
 
 
 class Disabled(Model):
@@ -436,6 +506,15 @@ class RouteSpec(Model):
                 raise ValueError(
                     f"retries: the route only matches non-idempotent methods ({methods}); "
                     "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only"
+                )
+        timeouts = self.timeouts
+        request = timeouts.request if timeouts.request is not None else REQUEST_TIMEOUT_MS
+        retried = self.retries is not None and self.retries.attempts > 0
+        if retried and timeouts.per_try is None and request > PER_TRY_TIMEOUT_MS and timeouts.connect is not None:
+            if timeouts.connect >= PER_TRY_TIMEOUT_MS:
+                raise ValueError(
+                    f"timeouts: connect ({human_duration_ms(timeouts.connect)}) must be less than perTry "
+                    f"({human_duration_ms(PER_TRY_TIMEOUT_MS)}, the default with retries); set timeouts.perTry"
                 )
         return self
 

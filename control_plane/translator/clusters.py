@@ -1,23 +1,180 @@
-"""Backend service ports → EDS clusters fed over ADS."""
+"""Backend service ports → EDS clusters fed over ADS, with their resilience settings.
+
+A cluster is one service port, shared by every route that sends traffic to it, so the
+cluster-level fields of those routes (``circuitBreaker``, ``outlierDetection``,
+``healthCheck``, ``timeouts.connect``) must agree. Routes that leave a field unset take
+whatever the others set. When two routes set different values, the route that ranks
+first as in route conflicts (a Git route over a Kubernetes one, then the older object,
+then the smaller namespace/name) keeps the cluster; the other is quarantined with a
+message naming both, so a new route can never change a running service's settings.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from control_plane.model.conflicts import _precedence
+from control_plane.model.durations import format_duration_ms, human_duration_ms
+from control_plane.model.route import Route
+from control_plane.model.schema import CONNECT_TIMEOUT_MS, CircuitBreaker, HealthCheck, OutlierDetection
 from control_plane.translator.messages import Cluster, parse
 from control_plane.translator.names import ClusterRef
 
-CONNECT_TIMEOUT = "3s"
+CONNECT_TIMEOUT = format_duration_ms(CONNECT_TIMEOUT_MS)
+RETRY_BUDGET_PERCENT = 20.0
+"""Retries may add at most this share of the cluster's active requests..."""
+RETRY_BUDGET_MIN_CONCURRENCY = 3
+"""...but at least this many concurrent retries, so a quiet service can still retry."""
+
+T = TypeVar("T")
+_FIELDS = ("circuitBreaker", "outlierDetection", "healthCheck", "timeouts.connect")
 
 
-def cluster(ref: ClusterRef) -> Cluster:
+@dataclass(frozen=True, slots=True)
+class ClusterPolicy:
+    """What the routes using one cluster set on it; None is "not set by any route"."""
+
+    connect_timeout_ms: int | None = None
+    circuit_breaker: CircuitBreaker | None = None
+    outlier_detection: OutlierDetection | None = None
+    health_check: HealthCheck | None = None
+
+
+DEFAULT_POLICY = ClusterPolicy()
+
+
+def _route_values(route: Route) -> dict[str, object]:
+    spec = route.spec
+    values: dict[str, object | None] = {
+        "circuitBreaker": spec.circuit_breaker,
+        "outlierDetection": spec.outlier_detection,
+        "healthCheck": spec.health_check,
+        "timeouts.connect": spec.timeouts.connect,
+    }
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _shown(field: str, value: object) -> str:
+    if isinstance(value, int):
+        return human_duration_ms(value)
+    assert hasattr(value, "model_dump")
+    return str(value.model_dump(by_alias=True, exclude_none=True))
+
+
+def _held(held: dict[str, tuple[object, Route]], field: str, kind: type[T]) -> T | None:
+    claim = held.get(field)
+    if claim is None:
+        return None
+    assert isinstance(claim[0], kind)
+    return claim[0]
+
+
+def cluster_policies(
+    routes: list[Route], refs_of: dict[Route, tuple[ClusterRef, ...]]
+) -> tuple[dict[ClusterRef, ClusterPolicy], dict[Route, str]]:
+    """Each cluster's merged settings, and the routes whose settings contradict a cluster's.
+
+    Deterministic whatever the input order: routes are taken in conflict precedence.
+    """
+    claims: dict[ClusterRef, dict[str, tuple[object, Route]]] = {}
+    rejected: dict[Route, str] = {}
+    for route in sorted((r for r in routes if refs_of.get(r)), key=_precedence):
+        values = _route_values(route)
+        if not values:
+            continue
+        problem = None
+        for ref in refs_of[route]:
+            held = claims.get(ref, {})
+            for field, value in values.items():
+                if field in held and held[field][0] != value:
+                    other_value, other = held[field]
+                    problem = (
+                        f"{field} for {ref.name} is {_shown(field, value)} here but "
+                        f"{_shown(field, other_value)} in {other.id} ({other.origin}); "
+                        f"routes to the same service port must agree on {', '.join(_FIELDS)}"
+                    )
+                    break
+            if problem:
+                break
+        if problem:
+            rejected[route] = problem
+            continue
+        for ref in refs_of[route]:
+            held = claims.setdefault(ref, {})
+            for field, value in values.items():
+                held.setdefault(field, (value, route))
+    policies = {}
+    for ref, held in claims.items():
+        policies[ref] = ClusterPolicy(
+            connect_timeout_ms=_held(held, "timeouts.connect", int),
+            circuit_breaker=_held(held, "circuitBreaker", CircuitBreaker),
+            outlier_detection=_held(held, "outlierDetection", OutlierDetection),
+            health_check=_held(held, "healthCheck", HealthCheck),
+        )
+    return policies, rejected
+
+
+def _thresholds(breaker: CircuitBreaker | None) -> dict[str, Any]:
+    thresholds: dict[str, Any] = {"priority": "DEFAULT"}
+    if breaker is not None:
+        for field, key in (
+            ("max_connections", "max_connections"),
+            ("max_pending_requests", "max_pending_requests"),
+            ("max_requests", "max_requests"),
+            ("max_retries", "max_retries"),
+        ):
+            value = getattr(breaker, field)
+            if value is not None:
+                thresholds[key] = value
+    if breaker is None or breaker.max_retries is None:
+        # A budget, not a fixed count: retries can never multiply load during an outage.
+        thresholds["retry_budget"] = {
+            "budget_percent": {"value": RETRY_BUDGET_PERCENT},
+            "min_retry_concurrency": RETRY_BUDGET_MIN_CONCURRENCY,
+        }
+    return thresholds
+
+
+def _outlier_detection(outlier: OutlierDetection) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if outlier.consecutive5xx is not None:
+        data["consecutive_5xx"] = outlier.consecutive5xx
+    if outlier.interval is not None:
+        data["interval"] = format_duration_ms(outlier.interval)
+    if outlier.base_ejection is not None:
+        data["base_ejection_time"] = format_duration_ms(outlier.base_ejection)
+    if outlier.max_ejection_percent is not None:
+        data["max_ejection_percent"] = outlier.max_ejection_percent
+    return data
+
+
+def _health_check(check: HealthCheck) -> dict[str, Any]:
+    return {
+        "timeout": format_duration_ms(check.timeout),
+        "interval": format_duration_ms(check.interval),
+        "healthy_threshold": check.healthy_threshold,
+        "unhealthy_threshold": check.unhealthy_threshold,
+        # Envoy checks an idle cluster only every 60 s; `interval` means what it says.
+        "no_traffic_interval": format_duration_ms(check.interval),
+        "http_health_check": {"path": check.path},
+    }
+
+
+def cluster(ref: ClusterRef, policy: ClusterPolicy = DEFAULT_POLICY) -> Cluster:
+    connect = policy.connect_timeout_ms if policy.connect_timeout_ms is not None else CONNECT_TIMEOUT_MS
     data: dict[str, Any] = {
         "name": ref.name,
         "type": "EDS",
         "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}},
-        "connect_timeout": CONNECT_TIMEOUT,
+        "connect_timeout": format_duration_ms(connect),
         "lb_policy": "ROUND_ROBIN",
         # Stats names may not carry '/' or ':' cleanly; give them a stable dotted form.
         "alt_stat_name": f"{ref.namespace}.{ref.service}.{ref.port}",
+        "circuit_breakers": {"thresholds": [_thresholds(policy.circuit_breaker)]},
     }
+    if policy.outlier_detection is not None:
+        data["outlier_detection"] = _outlier_detection(policy.outlier_detection)
+    if policy.health_check is not None:
+        data["health_checks"] = [_health_check(policy.health_check)]
     return parse(Cluster, data)

@@ -12,9 +12,6 @@ from control_plane.model.route import Route
 _NOT_YET = {
     "auth": "auth is not enforced: the control plane has no extAuthz configured (the route is NOT protected)",
     "rate_limits": "rateLimits are not enforced: the control plane has no rateLimit service configured",
-    "circuit_breaker": "circuitBreaker is not applied yet",
-    "outlier_detection": "outlierDetection is not applied yet",
-    "health_check": "healthCheck is not applied yet",
     "priority": "priority is not used for load shedding yet",
 }
 

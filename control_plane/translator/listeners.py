@@ -6,7 +6,9 @@ from typing import Any
 
 from control_plane.translator.access_log import access_log
 from control_plane.translator.ext_authz import ext_authz_filter, identity_header_filter
+from control_plane.translator.local_replies import local_reply_config
 from control_plane.translator.ratelimit import ratelimit_filter
+from control_plane.translator.request_limits import body_size_limit_filter, response_headers_filter
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.messages import Listener, parse
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME
@@ -16,14 +18,21 @@ ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Route
 
 
 def http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
-    """Identity headers are stripped first, always; then ext_authz (which sets them from the
-    token), then the rate limit (which may key on them), if configured; then the router."""
-    filters = [identity_header_filter()]
+    """Internal response headers are removed by the first filter (the last to see a response,
+    local replies included). Identity headers are stripped next, always; then an oversized body
+    is refused before anyone spends work on it; then ext_authz (which sets the identity headers
+    from the token), then the rate limit (which may key on them), if configured; then the router,
+    which adds no ``x-envoy-*`` headers of its own."""
+    filters = [response_headers_filter(remove_server=not settings.server_header), identity_header_filter()]
+    if settings.max_request_body_bytes:
+        filters.append(body_size_limit_filter(settings.max_request_body_bytes))
     if settings.ext_authz is not None:
         filters.append(ext_authz_filter(settings.ext_authz))
     if settings.rate_limit is not None:
         filters.append(ratelimit_filter(settings.rate_limit))
-    filters.append({"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}})
+    filters.append(
+        {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE, "suppress_envoy_headers": True}}
+    )
     return filters
 
 
@@ -44,11 +53,23 @@ def http_connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         "merge_slashes": True,
         "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
         "strip_any_host_port": True,
-        # A caller's x-request-id is kept for correlation; Envoy generates one when absent.
+        # A caller's x-request-id is kept for correlation; Envoy generates one when absent,
+        # sends it upstream, and returns it on every response (local replies too).
         "preserve_external_request_id": True,
+        "always_set_request_id_in_response": True,
+        # Oversized request headers: 431, before any filter runs.
+        "max_request_headers_kb": settings.max_request_headers_kb,
+        # The gateway's own errors (404, 413, 431, 429, 503, 504) as one JSON body.
+        "local_reply_config": local_reply_config(),
         # x_user_id must not pass as a second spelling of x-user-id.
         "common_http_protocol_options": {"headers_with_underscores_action": "REJECT_REQUEST"},
     }
+    if settings.server_header:
+        hcm["server_name"] = settings.server_header
+        hcm["server_header_transformation"] = "OVERWRITE"
+    else:
+        # Nothing added here; the upstream's own is removed by the response-header filter.
+        hcm["server_header_transformation"] = "PASS_THROUGH"
     if settings.access_log is not None:
         hcm["access_log"] = [access_log(settings.access_log)]
     return hcm

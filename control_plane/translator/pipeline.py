@@ -17,7 +17,7 @@ from control_plane.cache.types import ResourceType
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
 from control_plane.translator.access_log import access_log_cluster
-from control_plane.translator.clusters import cluster
+from control_plane.translator.clusters import ClusterPolicy, cluster, cluster_policies
 from control_plane.translator.ext_authz import ext_authz_cluster
 from control_plane.translator.coverage import unenforced
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
@@ -70,7 +70,7 @@ class RouteTranslator:
     def __init__(self, settings: GatewaySettings) -> None:
         self._settings = settings
         self._entries: dict[Route, _Translated] = {}
-        self._clusters: dict[ClusterRef, Resource] = {}
+        self._clusters: dict[tuple[ClusterRef, ClusterPolicy], Resource] = {}
         self._listener = listener_resource(settings)
         self._service_clusters = service_clusters(settings)
         self.translated_routes = 0
@@ -98,6 +98,13 @@ class RouteTranslator:
                     log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
             translated[route] = cached
         self._entries = translated
+        # Cluster-level fields (circuitBreaker, outlierDetection, healthCheck, timeouts.connect)
+        # must agree between the routes sharing a cluster; a contradicting route is left out.
+        policies, contradicting = cluster_policies(list(translated), {r: t.refs for r, t in translated.items()})
+        for route, problem in contradicting.items():
+            quarantined[route.id] = f"{route.origin}: {problem}"
+            log.error("route_quarantined", route=route.id, origin=str(route.origin), error=problem)
+        translated = {route: t for route, t in translated.items() if route not in contradicting}
         self.quarantined = quarantined
         ordered = sorted(translated, key=lambda route: translated[route].sort_key)
 
@@ -106,15 +113,16 @@ class RouteTranslator:
             for ref in translated[route].refs:
                 users.setdefault(ref, []).append(route.id)
         refs = tuple(sorted(users))
+        keys = [(ref, policies.get(ref, ClusterPolicy())) for ref in refs]
         self._clusters = {
-            ref: self._clusters.get(ref) or Resource.from_message(ResourceType.CLUSTER, ref.name, cluster(ref))
-            for ref in refs
+            key: self._clusters.get(key) or Resource.from_message(ResourceType.CLUSTER, key[0].name, cluster(*key))
+            for key in keys
         }
         clusters = tuple(
             Resource(
-                r.type, r.name, r.body, r.version, provenance=tuple(sorted(users[ref])), references=(r.name,)
+                r.type, r.name, r.body, r.version, provenance=tuple(sorted(users[key[0]])), references=(r.name,)
             )
-            for ref, r in self._clusters.items()
+            for key, r in self._clusters.items()
         ) + self._service_clusters
         body = route_configuration(ordered, {route: translated[route].encoded for route in ordered})
         route_resource = Resource.from_bytes(

@@ -17,7 +17,13 @@ from typing import Any
 from control_plane.model.durations import format_duration_ms
 from control_plane.model.paths import PathKind, PathPattern, parse_path
 from control_plane.model.route import Route
-from control_plane.model.schema import IDEMPOTENT_METHODS, HeaderMatch, Retries
+from control_plane.model.schema import (
+    IDEMPOTENT_METHODS,
+    PER_TRY_TIMEOUT_MS,
+    REQUEST_TIMEOUT_MS,
+    HeaderMatch,
+    Retries,
+)
 from control_plane.translator import wire
 from control_plane.translator.ext_authz import EXT_AUTHZ_FILTER, per_route
 from control_plane.translator.ratelimit import route_rate_limits
@@ -122,6 +128,21 @@ def _path_variants(route: Route) -> list[_PathVariant]:
     return variants
 
 
+def request_timeout_ms(route: Route) -> int:
+    """``timeouts.request``, or the gateway's default (10 s) instead of Envoy's 15 s."""
+    request = route.spec.timeouts.request
+    return request if request is not None else REQUEST_TIMEOUT_MS
+
+
+def per_try_timeout_ms(route: Route, retried: bool) -> int | None:
+    """``timeouts.perTry``; on retried entries without one, 8 s when the request timeout
+    leaves room for it (a shorter request timeout bounds the one attempt anyway)."""
+    per_try = route.spec.timeouts.per_try
+    if per_try is not None or not retried:
+        return per_try
+    return PER_TRY_TIMEOUT_MS if request_timeout_ms(route) > PER_TRY_TIMEOUT_MS else None
+
+
 def _header_matcher(header: HeaderMatch) -> dict[str, Any]:
     out: dict[str, Any] = {"name": header.name}
     if header.exact is not None:
@@ -200,8 +221,7 @@ def _action(route: Route, rewrite: dict[str, Any], settings: GatewaySettings) ->
         action["weighted_clusters"] = {
             "clusters": [{"name": ref.name, "weight": b.weight} for ref, b in zip(refs, spec.backends) if b.weight > 0]
         }
-    if spec.timeouts.request is not None:
-        action["timeout"] = format_duration_ms(spec.timeouts.request)
+    action["timeout"] = format_duration_ms(request_timeout_ms(route))
     if spec.timeouts.idle is not None:
         action["idle_timeout"] = format_duration_ms(spec.timeouts.idle)
     if settings.rate_limit is not None and spec.rate_limits:
@@ -226,8 +246,9 @@ def _entry(
     entry.update(_action(route, variant.rewrite, settings))
     if settings.ext_authz is not None:
         entry["typed_per_filter_config"] = {EXT_AUTHZ_FILTER: per_route(route)}
-    if "route" in entry and (retries or spec.timeouts.per_try is not None):
-        entry["route"]["retry_policy"] = _retry_policy(spec.retries if retries else None, spec.timeouts.per_try)
+    per_try = per_try_timeout_ms(route, retries)
+    if "route" in entry and (retries or per_try is not None):
+        entry["route"]["retry_policy"] = _retry_policy(spec.retries if retries else None, per_try)
     rules = spec.headers
     if rules.request.set:
         entry["request_headers_to_add"] = _headers_to_add(rules.request.set)

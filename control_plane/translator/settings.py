@@ -16,3 +16,9 @@ class GatewaySettings:
     ext_authz: ExtAuthzSettings | None = None
     rate_limit: RateLimitSettings | None = None
     access_log: AccessLogSettings | None = None
+    max_request_headers_kb: int = 60
+    """Request headers beyond this many KiB are answered 431."""
+    max_request_body_bytes: int = 10 * 1024 * 1024
+    """Request bodies beyond this are answered 413 (0: no limit)."""
+    server_header: str = "gatehouse"
+    """The ``server`` response header; "" sends none (an upstream's own is removed either way)."""

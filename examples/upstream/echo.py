@@ -9,6 +9,11 @@ nothing per request because load tests run through it.
 Query parameters, for resilience tests:
     ?status=NNN   answer with that status (200-599)
     ?delay=0.5    sleep that many seconds (at most 60) before answering
+
+and, to turn a whole host bad (outlier detection, health checks):
+    POST   /admin/fail[?status=503]   from now on answer everything, /health too, with that status
+    DELETE /admin/fail                answer normally again
+    GET    /admin/fail                {"failing": <status or null>, "served": <requests answered>}
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from aiohttp import web
 
 MAX_DELAY = 60.0
 NAME_KEY = web.AppKey("upstream_name", str)
+STATE_KEY = web.AppKey("upstream_state", dict[str, int])
+"""Per process: "failing" (0 = healthy, else the status every answer gets) and "served"."""
 _NO_BODY_STATUSES = {204, 304}
 
 
@@ -53,6 +60,12 @@ def _echo_delay(request: web.Request) -> float:
 async def echo(request: web.Request) -> web.StreamResponse:
     """Describe the request: upstream name, method, raw path with query, headers."""
     name = request.app[NAME_KEY]
+    state = request.app[STATE_KEY]
+    state["served"] += 1
+    if state["failing"]:
+        return web.json_response(
+            {"upstream": name, "failing": True}, status=state["failing"], headers={"x-upstream": name}
+        )
     if request.method == "GET" and request.path == "/health":
         return web.Response(text="ok", headers={"x-upstream": name})
     status = _echo_status(request)
@@ -75,9 +88,26 @@ async def echo(request: web.Request) -> web.StreamResponse:
     return web.json_response(body, status=status, headers=response_headers)
 
 
+async def admin_fail(request: web.Request) -> web.StreamResponse:
+    """Turn this whole process into a failing host, or back, and report what it served."""
+    state = request.app[STATE_KEY]
+    if request.method == "POST":
+        status = _echo_status(request) if "status" in request.query else 503
+        if status < 500:
+            raise web.HTTPBadRequest(text=f"a failing host answers 5xx, got {status}\n")
+        state["failing"] = status
+    elif request.method == "DELETE":
+        state["failing"] = 0
+    return web.json_response({"failing": state["failing"] or None, "served": state["served"]})
+
+
 def build_app(name: str) -> web.Application:
     app = web.Application()
     app[NAME_KEY] = name
+    app[STATE_KEY] = {"failing": 0, "served": 0}
+    app.router.add_route("GET", "/admin/fail", admin_fail)
+    app.router.add_route("POST", "/admin/fail", admin_fail)
+    app.router.add_route("DELETE", "/admin/fail", admin_fail)
     app.router.add_route("*", "/{tail:.*}", echo)
     return app
 

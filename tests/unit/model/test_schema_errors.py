@@ -355,7 +355,7 @@ CASES: dict[str, tuple[str, Expected]] = {
     # --- timeouts and durations ---------------------------------------------------------
     "perTry longer than request": (
         route("  timeouts: {request: 2s, perTry: 2500ms}"),
-        f"{FILE}:7: spec.timeouts: perTry must not exceed request",
+        f"{FILE}:7: spec.timeouts: perTry (2500ms) must not exceed request (2s)",
     ),
     "duration without unit": (
         route("  timeouts: {request: 10}"),

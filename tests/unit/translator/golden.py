@@ -26,7 +26,7 @@ ENDPOINTS_SUFFIX = ".endpoints.yaml"
 # Protobuf map fields (Struct metadata): resource_data() emits their keys in upb's hash
 # order, which changes from process to process (see test_render.py). Golden files sort
 # the keys below these fields, and keep every message's own field order.
-MAP_FIELDS = frozenset({"filter_metadata", "typed_filter_metadata"})
+MAP_FIELDS = frozenset({"filter_metadata", "typed_filter_metadata", "json_format"})
 
 
 def canonical(value: Any, in_map: bool = False) -> Any:

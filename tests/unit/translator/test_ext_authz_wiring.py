@@ -22,6 +22,7 @@ from control_plane.translator.ext_authz import (
     HEADER_MUTATION_TYPE,
     ExtAuthzSettings,
 )
+from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER, RESPONSE_HEADERS_FILTER
 from ext_authz.config import IDENTITY_HEADERS as SERVICE_IDENTITY_HEADERS
 
 ROUTER_FILTER = "envoy.filters.http.router"
@@ -129,10 +130,14 @@ def clusters(translation: Translation) -> dict[str, dict[str, Any]]:
 
 
 def test_filters_run_header_mutation_then_ext_authz_then_router() -> None:
+    # Around them: the response-header filter first, the body size limit before ext_authz
+    # (tests/unit/translator/test_gateway_limits.py).
     filters = http_filters(translate(with_authz()))
-    assert [f["name"] for f in filters] == [HEADER_MUTATION_FILTER, EXT_AUTHZ_FILTER, ROUTER_FILTER]
-    assert filters[0]["typed_config"]["@type"] == HEADER_MUTATION_TYPE
-    assert filters[1]["typed_config"]["@type"] == EXT_AUTHZ_TYPE
+    assert [f["name"] for f in filters] == [
+        RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER, EXT_AUTHZ_FILTER, ROUTER_FILTER
+    ]
+    assert filters[1]["typed_config"]["@type"] == HEADER_MUTATION_TYPE
+    assert filters[3]["typed_config"]["@type"] == EXT_AUTHZ_TYPE
 
 
 @pytest.mark.parametrize("settings", [GatewaySettings(), with_authz()], ids=["without-ext-authz", "with-ext-authz"])
@@ -166,7 +171,9 @@ def test_fail_open_and_timeout_are_configurable() -> None:
 
 def test_without_ext_authz_only_the_header_mutation_and_router_run() -> None:
     translation = translate(GatewaySettings())
-    assert [f["name"] for f in http_filters(translation)] == [HEADER_MUTATION_FILTER, ROUTER_FILTER]
+    assert [f["name"] for f in http_filters(translation)] == [
+        RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER, ROUTER_FILTER
+    ]
     assert EXT_AUTHZ_CLUSTER not in clusters(translation)
     for name, entries in entries_by_route(translation).items():
         for entry in entries:

@@ -224,8 +224,10 @@ def test_listener_takes_routes_over_rds_from_ads() -> None:
     hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
     assert hcm["rds"] == {"config_source": {"ads": {}, "resource_api_version": "V3"}, "route_config_name": "gatehouse_http"}
     # Identity headers are stripped on every route, even without ext_authz.
-    assert [f["name"] for f in hcm["http_filters"]] == ["envoy.filters.http.header_mutation", "envoy.filters.http.router"]
-    removed = [m["remove"] for m in hcm["http_filters"][0]["typed_config"]["mutations"]["request_mutations"]]
+    assert [f["name"] for f in hcm["http_filters"]] == [
+        "gatehouse.response_headers", "envoy.filters.http.header_mutation", "envoy.filters.http.body_size_limit", "envoy.filters.http.router"
+    ]
+    removed = [m["remove"] for m in hcm["http_filters"][1]["typed_config"]["mutations"]["request_mutations"]]
     assert removed == ["x-user-id", "x-user-role", "x-scope"]
     assert hcm["normalize_path"] and hcm["merge_slashes"] and hcm["use_remote_address"]
     assert translate_case("empty").data("clusters") == []

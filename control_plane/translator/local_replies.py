@@ -1,0 +1,96 @@
+"""The gateway's own error responses: one JSON body, whatever Envoy refused and why.
+
+Envoy answers some requests itself (a *local reply*): no route matched, the circuit
+breaker is open, no healthy host, the upstream timed out, the rate limit denied, the
+request is too large. The HTTP connection manager's ``local_reply_config`` rewrites those
+replies into
+
+    {"error": {"code": "not_found", "message": "...", "request_id": "<x-request-id>"}}
+
+with ``content-type: application/json``. Responses that an upstream generated are never
+local replies, so their bodies pass through untouched.
+
+ext_authz denials are local replies too (401/403, and 503 when the Authorization
+service is unreachable), and ext_authz writes its own JSON body. So no mapper here
+matches on a status code ext_authz uses: each matches on Envoy's *response flags*
+(``NR``, ``UO``, ``UH``, ``UT``, ...), which name Envoy's reason, or on a status ext_authz
+never answers with (413, 431). There is no top-level ``body_format``: a local reply no
+mapper matches keeps its body as its filter wrote it.
+
+A 431 is answered before Envoy has the request's headers: its ``request_id`` is null.
+
+A route's ``disabled`` answer is a direct response, also a local reply without a flag:
+its own body stays, except when it answers 413 or 431, which get this JSON body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+REQUEST_ID = "%REQ(X-REQUEST-ID)%"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayError:
+    code: str
+    """Stable, machine-readable: clients branch on it."""
+    message: str
+    status: int | None = None
+    """Rewrite the status to this; None keeps Envoy's."""
+    flags: tuple[str, ...] = ()
+    """Envoy response flags (any of them matches)."""
+    status_code: int | None = None
+    """Or: match replies with this status."""
+
+
+# First match wins: a reply may carry several flags (a timeout after retries: UT and URX).
+GATEWAY_ERRORS: tuple[GatewayError, ...] = (
+    GatewayError("not_found", "No route matches this request.", 404, flags=("NR",)),
+    GatewayError("upstream_timeout", "The upstream service did not answer in time.", 504, flags=("UT",)),
+    GatewayError("upstream_overflow", "The upstream service is at capacity; retry later.", 503, flags=("UO",)),
+    GatewayError("overloaded", "The gateway is overloaded; retry later.", 503, flags=("OM",)),
+    GatewayError("no_healthy_upstream", "No healthy upstream host is available.", 503, flags=("UH",)),
+    GatewayError(
+        "upstream_unavailable",
+        "The upstream service could not be reached.",
+        None,
+        flags=("UF", "UC", "UR", "URX", "LR", "NC"),
+    ),
+    GatewayError("rate_limited", "Too many requests; retry later.", 429, flags=("RL",)),
+    GatewayError("rate_limit_unavailable", "The rate-limit service could not be reached.", None, flags=("RLSE",)),
+    GatewayError("request_timeout", "The request was idle for too long.", None, flags=("SI",)),
+    GatewayError("request_body_too_large", "The request body is larger than the gateway accepts.", status_code=413),
+    GatewayError("request_headers_too_large", "The request headers are larger than the gateway accepts.", status_code=431),
+)
+
+
+def error_body(error: GatewayError) -> dict[str, Any]:
+    """The JSON body as an Envoy ``json_format``: command operators fill in per request."""
+    return {"error": {"code": error.code, "message": error.message, "request_id": REQUEST_ID}}
+
+
+def _filter(error: GatewayError) -> dict[str, Any]:
+    if error.flags:
+        return {"response_flag_filter": {"flags": list(error.flags)}}
+    assert error.status_code is not None, error
+    return {
+        "status_code_filter": {
+            "comparison": {"op": "EQ", "value": {"default_value": error.status_code, "runtime_key": "gatehouse.unused"}}
+        }
+    }
+
+
+def mapper(error: GatewayError) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "filter": _filter(error),
+        "body_format_override": {"json_format": error_body(error), "content_type": "application/json"},
+    }
+    if error.status is not None:
+        data["status_code"] = error.status
+    return data
+
+
+def local_reply_config() -> dict[str, Any]:
+    """The HCM's ``local_reply_config``: one mapper per gateway error, no default body format."""
+    return {"mappers": [mapper(error) for error in GATEWAY_ERRORS]}

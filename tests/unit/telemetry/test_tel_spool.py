@@ -138,7 +138,8 @@ async def test_outage_spools_in_order_then_replays_and_truncates_after_ack(tmp_p
     spool_path = tmp_path / SPOOL_NAME
     await until(lambda: spool_path.read_bytes().count(b"\n") == 10)
     assert numbers(spool_path.read_bytes().splitlines()) == list(range(1, 11))
-    assert metric("gatehouse_telemetry_audit_spooled_total") - spooled_before == 10
+    # The counter moves when the spool thread's write completes, just after the bytes land.
+    await until(lambda: metric("gatehouse_telemetry_audit_spooled_total") - spooled_before == 10)
     assert metric("gatehouse_telemetry_audit_spooling") == 1
 
     # Kafka is back but holds its acks: replay is under way, and the spool must stay whole.

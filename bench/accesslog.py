@@ -45,10 +45,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -68,6 +66,7 @@ from tests.harness.kafka import KafkaBroker  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from tests.harness.telemetry import TelemetryServiceProcess  # noqa: E402
 from bench.proc_stats import children_cpu_seconds, cpu_seconds, machine_busy_seconds  # noqa: E402
+from bench.machine import command_output, describe  # noqa: E402
 
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
@@ -791,41 +790,13 @@ def summarise(runs: list[dict[str, Any]], conversion: dict[str, Any], producer: 
             "latency_added": latency_added, "ratios": ratios, "pipeline": pipeline, "table": table}
 
 
-def machine(args: argparse.Namespace) -> dict[str, Any]:
-    from tests.harness.envoy import envoy_binary
+def machine() -> dict[str, Any]:
     from tests.harness.kafka import kafka_version
 
-    try:
-        envoy_version = subprocess.run([envoy_binary(), "--version"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[-1]
-    except Exception:
-        envoy_version = None
-    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0:1]
-    try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30).stderr.splitlines()[0]
-    except (OSError, IndexError):
-        java = None
-    versions: dict[str, str | None] = {}
-    for dist in ("grpcio", "protobuf", "aiokafka", "lz4", "prometheus-client"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-
-    def git(*argv: str) -> str:
-        return subprocess.run(["git", *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30).stdout.rstrip("\n")
-
     return {
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "git_dirty": [line[3:] for line in git("status", "--porcelain", "--", "telemetry", "gatehouse", "control_plane").splitlines()],
-        "cpus": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "envoy": envoy_version,
-        "wrk": wrk_version[0].strip() if wrk_version else None,
+        **describe(("grpcio", "protobuf", "aiokafka", "lz4", "prometheus-client"), ("telemetry", "gatehouse", "control_plane")),
         "kafka": kafka_version(),
-        "java": java,
-        "packages": versions,
+        "java": command_output("java", "-version", stderr=True),
     }
 
 
@@ -896,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
             "kafka": "one KRaft node, topic gateway-access-log with 1 partition (tests/harness/kafka.py)",
             "upstream": "examples/upstream/echo.py (Python/aiohttp), one process per gateway",
         },
-        "machine": machine(args),
+        "machine": machine(),
     }
     started = time.monotonic()
     bench = Bench(args, workdir)

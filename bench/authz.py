@@ -40,10 +40,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -72,6 +70,7 @@ from tests.harness.processes import ManagedProcess, port_open  # noqa: E402
 from tests.harness.redis import RedisServer  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from bench.proc_stats import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds  # noqa: E402
+from bench.machine import describe  # noqa: E402
 
 AUDIENCE = "api"
 SCOPE = "bench:read"
@@ -829,32 +828,8 @@ def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> di
 
 
 def machine() -> dict[str, Any]:
-    envoy = shutil.which("envoy", path=str(Path(sys.executable).parent)) or "envoy"
-    try:
-        envoy_version = subprocess.run([envoy, "--version"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[-1]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        envoy_version = None
-    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0:1]
-    versions: dict[str, str | None] = {}
-    for dist in ("grpcio", "protobuf", "PyJWT", "cryptography", "prometheus-client", "structlog"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30).stdout.rstrip("\n")
-
-    return {
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "git_dirty": [line[3:] for line in git("status", "--porcelain", "--", "ext_authz", "gatehouse", "control_plane").splitlines()],
-        "cpus": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "envoy": envoy_version,
-        "wrk": wrk_version[0].strip() if wrk_version else None,
-        "packages": versions,
-    }
+    return describe(("grpcio", "protobuf", "PyJWT", "cryptography", "prometheus-client", "structlog"),
+                    ("ext_authz", "gatehouse", "control_plane"))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

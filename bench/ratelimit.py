@@ -45,10 +45,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -73,6 +71,7 @@ from tests.harness.ratelimit import RateLimitServiceProcess  # noqa: E402
 from tests.harness.redis import RedisServer  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from bench.proc_stats import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds  # noqa: E402
+from bench.machine import command_output, describe  # noqa: E402
 
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
@@ -715,37 +714,10 @@ def summarise(results: dict[str, dict[str, Any]], in_process: dict[str, Any], ar
 
 
 def machine() -> dict[str, Any]:
-    envoy = shutil.which("envoy", path=str(Path(sys.executable).parent)) or "envoy"
-    try:
-        envoy_version = subprocess.run([envoy, "--version"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[-1]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        envoy_version = None
-    wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0:1]
-    try:
-        redis_version: str | None = subprocess.run(["redis-server", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except OSError:
-        redis_version = None
-    versions: dict[str, str | None] = {}
-    for dist in ("grpcio", "protobuf", "redis", "prometheus-client", "structlog"):
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30).stdout.rstrip("\n")
-
     return {
-        "git_head": git("rev-parse", "--short", "HEAD"),
-        "git_dirty": [line[3:] for line in git("status", "--porcelain", "--", "ratelimit_svc", "gatehouse", "control_plane").splitlines()],
-        "cpus": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "envoy": envoy_version,
-        "wrk": wrk_version[0].strip() if wrk_version else None,
-        "redis_server": redis_version,
-        "packages": versions,
+        **describe(("grpcio", "protobuf", "redis", "prometheus-client", "structlog"),
+                   ("ratelimit_svc", "gatehouse", "control_plane")),
+        "redis_server": command_output("redis-server", "--version"),
     }
 
 

@@ -33,6 +33,16 @@ class Listen(Model):
     address: HostPort
 
 
+class GatewayTls(Model):
+    """TLS termination from files (a mounted Kubernetes Secret works: `tls.crt`, `tls.key`).
+    Envoy watches their directory, so a rotated certificate needs no restart."""
+
+    cert_file: Annotated[str, Field(min_length=1)]
+    """PEM certificate chain; relative to the config file's directory."""
+    key_file: Annotated[str, Field(min_length=1)]
+    """PEM private key; relative to the config file's directory."""
+
+
 class Gateway(Model):
     listener_address: str = "0.0.0.0"
     listener_port: Port = 8080
@@ -43,6 +53,8 @@ class Gateway(Model):
     (nothing is buffered for it); 0: no limit."""
     server_header: Annotated[str, Field(max_length=128, pattern=r"^([!-~]([ -~]*[!-~])?)?$")] = "gatehouse"
     """The `server` header on every response; "" sends none. An upstream's own never passes."""
+    tls: GatewayTls | None = None
+    """Terminate TLS on the listener (TLS 1.2 minimum, HSTS on responses); None: plain HTTP."""
 
 
 class ExtAuthz(Model):

@@ -44,6 +44,7 @@ from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.ratelimit import RateLimitSettings
 from control_plane.translator.pipeline import RouteTranslator, Translation, listener_resource
 from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.tls import TlsSettings
 from control_plane.admin_api import admin_routes
 from gatehouse.admin_http import AdminServer
 from gatehouse.audit import AuditSink
@@ -80,6 +81,9 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         max_request_headers_kb=gateway.max_request_headers_kb,
         max_request_body_bytes=gateway.max_request_body_bytes,
         server_header=gateway.server_header,
+        tls=None
+        if gateway.tls is None
+        else TlsSettings(str(config.resolve(gateway.tls.cert_file)), str(config.resolve(gateway.tls.key_file))),
     )
 
 

@@ -6,6 +6,7 @@ names follow the YAML (camelCase); the Python attribute names are snake_case.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Annotated, Literal
 
@@ -27,6 +28,8 @@ _STATUS_CODE = re.compile(r"^[1-5][0-9][0-9]$")
 
 METHODS = ("GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH", "TRACE", "CONNECT")
 IDEMPOTENT_METHODS = ("GET", "HEAD", "OPTIONS", "PUT", "DELETE")
+KEYED_METHODS = ("POST", "PATCH")
+"""Retried only when the request carries the route's ``retries.idempotencyKeyHeader``."""
 RETRY_CONDITIONS = (
     "connect-failure",
     "reset",
@@ -380,6 +383,8 @@ class Retries(Model):
         AfterValidator(_unique),
         Field(max_length=16),
     ] = ["connect-failure", "refused-stream", "reset"]
+    idempotency_key_header: HeaderName | None = None
+    """POST and PATCH are retried too, but only when the request carries this header."""
 
     @model_validator(mode="before")
     @classmethod
@@ -440,6 +445,66 @@ class HealthCheck(Model):
         return self
 
 
+def _cidr(value: str) -> str:
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError as error:
+        raise ValueError(f"{value!r} is not a CIDR block like 10.0.0.0/8 or 2001:db8::/32 ({error})") from None
+    if "/" not in value:
+        raise ValueError(f"{value!r} needs a prefix length, like {network.with_prefixlen}")
+    return value
+
+
+Cidr = Annotated[
+    str,
+    AfterValidator(_cidr),
+    WithJsonSchema({"type": "string", "maxLength": 64, "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}),
+]
+
+
+class Access(Model):
+    """IP allow and deny lists on the client's direct address (Envoy RBAC); denied → 403.
+
+    A request is refused when its address is in ``deny``, or when ``allow`` is not empty
+    and the address is in none of its blocks.
+    """
+
+    model_config = cel(
+        ("(has(self.allow) && size(self.allow) > 0) || (has(self.deny) && size(self.deny) > 0)",
+         "access: set allow or deny (or both)"),
+    )
+
+    allow: Annotated[list[Cidr], AfterValidator(_unique), Field(max_length=256)] = []
+    deny: Annotated[list[Cidr], AfterValidator(_unique), Field(max_length=256)] = []
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Access:
+        if not self.allow and not self.deny:
+            raise ValueError("access: set allow or deny (or both)")
+        return self
+
+
+class Shield(Model):
+    """A per-Envoy token bucket (Envoy's local_ratelimit) cutting a flood with 429 before
+    ext_authz and the global rate-limit service see it: ``requestsPerSecond`` refill and
+    ``burst`` capacity (default: ``requestsPerSecond``), counted per Envoy instance."""
+
+    model_config = cel(
+        ("!has(self.burst) || self.burst >= self.requestsPerSecond", "burst must be at least requestsPerSecond"),
+    )
+
+    requests_per_second: Annotated[int, Field(ge=1, le=1_000_000)]
+    burst: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+
+    @model_validator(mode="after")
+    def _burst(self) -> Shield:
+        if self.burst is not None and self.burst < self.requests_per_second:
+            raise ValueError(
+                f"shield: burst ({self.burst}) must be at least requestsPerSecond ({self.requests_per_second})"
+            )
+        return self
+
+
 class Disabled(Model):
     """Answer directly, without an upstream: a feature flag or a maintenance page."""
 
@@ -464,8 +529,10 @@ class RouteSpec(Model):
         (
             "!has(self.retries) || (has(self.retries.attempts) && self.retries.attempts == 0)"
             " || !has(self.match.methods) || size(self.match.methods) == 0"
-            " || self.match.methods.exists(m, m in ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE'])",
-            "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only; this route matches none of them",
+            " || self.match.methods.exists(m, m in ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE'])"
+            " || (has(self.retries.idempotencyKeyHeader) && self.match.methods.exists(m, m in ['POST', 'PATCH']))",
+            "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only (POST and PATCH with "
+            "retries.idempotencyKeyHeader); this route matches none of them",
         ),
     )
 
@@ -482,6 +549,8 @@ class RouteSpec(Model):
     outlier_detection: OutlierDetection | None = None
     health_check: HealthCheck | None = None
     priority: Literal["critical", "high", "normal", "low"] = "normal"
+    access: Access | None = None
+    shield: Shield | None = None
     disabled: Disabled | None = None
 
     @model_validator(mode="after")
@@ -501,11 +570,15 @@ class RouteSpec(Model):
                     f"and Envoy allows at most {MAX_VARIABLES}; use fewer variables"
                 )
         if self.retries is not None and self.retries.attempts > 0 and self.match.methods:
-            if not set(self.match.methods) & set(IDEMPOTENT_METHODS):
+            retriable = set(IDEMPOTENT_METHODS)
+            if self.retries.idempotency_key_header is not None:
+                retriable |= set(KEYED_METHODS)
+            if not set(self.match.methods) & retriable:
                 methods = ", ".join(self.match.methods)
                 raise ValueError(
                     f"retries: the route only matches non-idempotent methods ({methods}); "
-                    "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only"
+                    "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only "
+                    "(POST and PATCH too with retries.idempotencyKeyHeader)"
                 )
         timeouts = self.timeouts
         request = timeouts.request if timeouts.request is not None else REQUEST_TIMEOUT_MS

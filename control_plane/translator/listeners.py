@@ -10,6 +10,8 @@ from control_plane.translator.local_replies import local_reply_config
 from control_plane.translator.ratelimit import ratelimit_filter
 from control_plane.translator.request_limits import body_size_limit_filter, response_headers_filter
 from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.shields import rbac_filter, shield_filter
+from control_plane.translator.tls import hsts_filter, transport_socket
 from control_plane.translator.messages import Listener, parse
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME
 
@@ -20,12 +22,15 @@ ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Route
 def http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
     """Internal response headers are removed by the first filter (the last to see a response,
     local replies included). Identity headers are stripped next, always; then an oversized body
-    is refused before anyone spends work on it; then ext_authz (which sets the identity headers
-    from the token), then the rate limit (which may key on them), if configured; then the router,
-    which adds no ``x-envoy-*`` headers of its own."""
+    is refused before anyone spends work on it; then a route's IP access list (RBAC, 403) and its
+    local rate-limit shield (429), both inert unless the route configures them, so a flood is cut
+    before ext_authz (which sets the identity headers from the token) and the global rate limit
+    (which may key on them), if configured; then the router, which adds no ``x-envoy-*`` headers
+    of its own."""
     filters = [response_headers_filter(remove_server=not settings.server_header), identity_header_filter()]
     if settings.max_request_body_bytes:
         filters.append(body_size_limit_filter(settings.max_request_body_bytes))
+    filters.extend([rbac_filter(), shield_filter()])
     if settings.ext_authz is not None:
         filters.append(ext_authz_filter(settings.ext_authz))
     if settings.rate_limit is not None:
@@ -77,18 +82,17 @@ def http_connection_manager(settings: GatewaySettings) -> dict[str, Any]:
 
 def http_listener(settings: GatewaySettings) -> Listener:
     address, port = settings.listener_address, settings.listener_port
+    hcm = http_connection_manager(settings)
+    chain: dict[str, Any] = {
+        "filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]
+    }
+    if settings.tls is not None:
+        chain["transport_socket"] = transport_socket(settings.tls)
+        # First filter: the last to see a response, so local replies carry HSTS too.
+        hcm["http_filters"].insert(0, hsts_filter())
     data: dict[str, Any] = {
         "name": LISTENER_NAME,
         "address": {"socket_address": {"address": address, "port_value": port}},
-        "filter_chains": [
-            {
-                "filters": [
-                    {
-                        "name": "envoy.filters.network.http_connection_manager",
-                        "typed_config": http_connection_manager(settings),
-                    }
-                ]
-            }
-        ],
+        "filter_chains": [chain],
     }
     return parse(Listener, data)

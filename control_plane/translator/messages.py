@@ -16,7 +16,9 @@ from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.access_loggers.grpc.v3 import als_pb2  # noqa: F401
 from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2  # noqa: F401
 from envoy.extensions.filters.http.header_mutation.v3 import header_mutation_pb2  # noqa: F401
+from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2  # noqa: F401
 from envoy.extensions.filters.http.ratelimit.v3 import rate_limit_pb2  # noqa: F401
+from envoy.extensions.filters.http.rbac.v3 import rbac_pb2  # noqa: F401
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
 from envoy.extensions.path.match.uri_template.v3 import uri_template_match_pb2  # noqa: F401

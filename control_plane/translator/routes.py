@@ -4,7 +4,9 @@ A route becomes one Envoy route entry per path variant and method group:
 
 - a template ending in ``/**`` also matches its base (``/users/{id}/**`` takes
   ``/users/1``), as ``/a/**`` takes ``/a``;
-- with retries, methods are split: idempotent ones get the retry policy, others don't.
+- with retries, methods are split: idempotent ones get the retry policy, others don't;
+  with ``retries.idempotencyKeyHeader``, POST and PATCH carrying that header get it too
+  (an entry matching the header's presence, ahead of the unretried rest).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from control_plane.model.paths import PathKind, PathPattern, parse_path
 from control_plane.model.route import Route
 from control_plane.model.schema import (
     IDEMPOTENT_METHODS,
+    KEYED_METHODS,
     PER_TRY_TIMEOUT_MS,
     REQUEST_TIMEOUT_MS,
     HeaderMatch,
@@ -28,6 +31,12 @@ from control_plane.translator import wire
 from control_plane.translator.ext_authz import EXT_AUTHZ_FILTER, per_route
 from control_plane.translator.ratelimit import route_rate_limits
 from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.shields import (
+    RBAC_FILTER,
+    SHIELD_FILTER,
+    access_per_route,
+    shield_per_route,
+)
 from control_plane.translator.messages import RouteConfiguration, RouteEntry, parse
 from control_plane.translator.names import METADATA_NAMESPACE, ROUTE_CONFIG_NAME, ClusterRef
 
@@ -229,12 +238,22 @@ def _action(route: Route, rewrite: dict[str, Any], settings: GatewaySettings) ->
     return {"route": action}
 
 
-def _entry(
-    route: Route, variant: _PathVariant, methods: list[str] | None, retries: bool, settings: GatewaySettings
-) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class _MethodGroup:
+    methods: list[str] | None
+    """None matches every method."""
+    retried: bool
+    key_header: str | None = None
+    """Only requests carrying this header (the idempotency key)."""
+
+
+def _entry(route: Route, variant: _PathVariant, group: _MethodGroup, settings: GatewaySettings) -> dict[str, Any]:
     spec = route.spec
+    methods, retries = group.methods, group.retried
     match = dict(variant.match)
     headers = [_method_matcher(methods)] if methods else []
+    if group.key_header is not None:
+        headers.append({"name": group.key_header, "present_match": True})
     headers.extend(_header_matcher(h) for h in spec.match.headers)
     if headers:
         match["headers"] = headers
@@ -244,8 +263,15 @@ def _entry(
         "metadata": {"filter_metadata": {METADATA_NAMESPACE: {"route": route.id, "origin": str(route.origin)}}},
     }
     entry.update(_action(route, variant.rewrite, settings))
+    per_filter: dict[str, Any] = {}
+    if spec.access is not None:
+        per_filter[RBAC_FILTER] = access_per_route(spec.access)
+    if spec.shield is not None:
+        per_filter[SHIELD_FILTER] = shield_per_route(spec.shield)
     if settings.ext_authz is not None:
-        entry["typed_per_filter_config"] = {EXT_AUTHZ_FILTER: per_route(route)}
+        per_filter[EXT_AUTHZ_FILTER] = per_route(route)
+    if per_filter:
+        entry["typed_per_filter_config"] = per_filter
     per_try = per_try_timeout_ms(route, retries)
     if "route" in entry and (retries or per_try is not None):
         entry["route"]["retry_policy"] = _retry_policy(spec.retries if retries else None, per_try)
@@ -261,28 +287,35 @@ def _entry(
     return entry
 
 
-def _method_groups(route: Route) -> list[tuple[list[str] | None, bool]]:
-    """(methods to match, whether to retry) pairs; None matches every method."""
+def _method_groups(route: Route) -> list[_MethodGroup]:
+    """The method groups of a route, in match order."""
     spec = route.spec
     methods: list[str] = list(spec.match.methods)
     if spec.disabled is not None or spec.retries is None or spec.retries.attempts == 0:
-        return [(methods or None, False)]
+        return [_MethodGroup(methods or None, False)]
+    key_header = spec.retries.idempotency_key_header
+    idempotent = [m for m in (methods or IDEMPOTENT_METHODS) if m in IDEMPOTENT_METHODS]
+    keyed = [m for m in (methods or KEYED_METHODS) if m in KEYED_METHODS] if key_header is not None else []
+    groups: list[_MethodGroup] = []
+    if idempotent:
+        groups.append(_MethodGroup(idempotent, True))
+    if keyed:
+        groups.append(_MethodGroup(keyed, True, key_header))
     if not methods:
-        return [(list(IDEMPOTENT_METHODS), True), (None, False)]
-    idempotent = [m for m in methods if m in IDEMPOTENT_METHODS]
-    other = [m for m in methods if m not in IDEMPOTENT_METHODS]
-    groups: list[tuple[list[str] | None, bool]] = [(idempotent, True)]
-    if other:
-        groups.append((other, False))
+        groups.append(_MethodGroup(None, False))
+    else:
+        other = [m for m in methods if m not in idempotent]
+        if other:
+            groups.append(_MethodGroup(other, False))
     return groups
 
 
 def route_entries(route: Route, settings: GatewaySettings = _DEFAULT_SETTINGS) -> list[RouteEntry]:
     """The Envoy route entries for one route, in match order."""
     return [
-        parse(RouteEntry, _entry(route, variant, methods, retries, settings))
+        parse(RouteEntry, _entry(route, variant, group, settings))
         for variant in _path_variants(route)
-        for methods, retries in _method_groups(route)
+        for group in _method_groups(route)
     ]
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.ratelimit import RateLimitSettings
+from control_plane.translator.tls import TlsSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,3 +23,5 @@ class GatewaySettings:
     """Request bodies beyond this are answered 413 (0: no limit)."""
     server_header: str = "gatehouse"
     """The ``server`` response header; "" sends none (an upstream's own is removed either way)."""
+    tls: TlsSettings | None = None
+    """TLS termination on the listener (certificate and key files); None: plain HTTP."""

@@ -134,10 +134,11 @@ def test_filters_run_header_mutation_then_ext_authz_then_router() -> None:
     # (tests/unit/translator/test_gateway_limits.py).
     filters = http_filters(translate(with_authz()))
     assert [f["name"] for f in filters] == [
-        RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER, EXT_AUTHZ_FILTER, ROUTER_FILTER
+        RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER,
+        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", EXT_AUTHZ_FILTER, ROUTER_FILTER
     ]
     assert filters[1]["typed_config"]["@type"] == HEADER_MUTATION_TYPE
-    assert filters[3]["typed_config"]["@type"] == EXT_AUTHZ_TYPE
+    assert filters[5]["typed_config"]["@type"] == EXT_AUTHZ_TYPE
 
 
 @pytest.mark.parametrize("settings", [GatewaySettings(), with_authz()], ids=["without-ext-authz", "with-ext-authz"])
@@ -172,7 +173,8 @@ def test_fail_open_and_timeout_are_configurable() -> None:
 def test_without_ext_authz_only_the_header_mutation_and_router_run() -> None:
     translation = translate(GatewaySettings())
     assert [f["name"] for f in http_filters(translation)] == [
-        RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER, ROUTER_FILTER
+        RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER,
+        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", ROUTER_FILTER
     ]
     assert EXT_AUTHZ_CLUSTER not in clusters(translation)
     for name, entries in entries_by_route(translation).items():

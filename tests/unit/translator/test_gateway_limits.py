@@ -68,6 +68,8 @@ def test_filter_order_response_headers_identity_body_limit_authz_ratelimit_route
         RESPONSE_HEADERS_FILTER,
         IDENTITY,
         BODY_SIZE_LIMIT_FILTER,
+        "envoy.filters.http.rbac",
+        "envoy.filters.http.local_ratelimit",
         "envoy.filters.http.ext_authz",
         "envoy.filters.http.ratelimit",
         ROUTER,

@@ -51,11 +51,13 @@ def test_filters_run_identity_strip_then_authz_then_ratelimit_then_router() -> N
         "gatehouse.response_headers",
         "envoy.filters.http.header_mutation",
         "envoy.filters.http.body_size_limit",
+        "envoy.filters.http.rbac",
+        "envoy.filters.http.local_ratelimit",
         "envoy.filters.http.ext_authz",
         "envoy.filters.http.ratelimit",
         "envoy.filters.http.router",
     ]
-    ratelimit = hcm["http_filters"][4]["typed_config"]
+    ratelimit = hcm["http_filters"][6]["typed_config"]
     assert ratelimit["domain"] == "gatehouse"
     assert "enable_x_ratelimit_headers" not in ratelimit, "OFF (the default): the service sets the headers"
     assert ratelimit["disable_x_envoy_ratelimited_header"] is True

@@ -225,7 +225,8 @@ def test_listener_takes_routes_over_rds_from_ads() -> None:
     assert hcm["rds"] == {"config_source": {"ads": {}, "resource_api_version": "V3"}, "route_config_name": "gatehouse_http"}
     # Identity headers are stripped on every route, even without ext_authz.
     assert [f["name"] for f in hcm["http_filters"]] == [
-        "gatehouse.response_headers", "envoy.filters.http.header_mutation", "envoy.filters.http.body_size_limit", "envoy.filters.http.router"
+        "gatehouse.response_headers", "envoy.filters.http.header_mutation", "envoy.filters.http.body_size_limit",
+        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", "envoy.filters.http.router"
     ]
     removed = [m["remove"] for m in hcm["http_filters"][1]["typed_config"]["mutations"]["request_mutations"]]
     assert removed == ["x-user-id", "x-user-role", "x-scope"]

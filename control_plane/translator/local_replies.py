@@ -13,9 +13,10 @@ local replies, so their bodies pass through untouched.
 ext_authz denials are local replies too (401/403, and 503 when the Authorization
 service is unreachable), and ext_authz writes its own JSON body. So no mapper here
 matches on a status code ext_authz uses: each matches on Envoy's *response flags*
-(``NR``, ``UO``, ``UH``, ``UT``, ...), which name Envoy's reason, or on a status ext_authz
-never answers with (413, 431). There is no top-level ``body_format``: a local reply no
-mapper matches keeps its body as its filter wrote it.
+(``NR``, ``UO``, ``UH``, ``UT``, ...), which name Envoy's reason, on a status ext_authz
+never answers with (413, 431), or, for filters that set no flag (RBAC's 403, the shield's
+429), on Envoy's response code details with a CEL filter. There is no top-level
+``body_format``: a local reply no mapper matches keeps its body as its filter wrote it.
 
 A 431 is answered before Envoy has the request's headers: its ``request_id`` is null.
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 REQUEST_ID = "%REQ(X-REQUEST-ID)%"
+CEL_FILTER_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,9 @@ class GatewayError:
     """Envoy response flags (any of them matches)."""
     status_code: int | None = None
     """Or: match replies with this status."""
+    details_prefix: str | None = None
+    """Or: match replies whose response code details start with this (a CEL filter), for
+    filters that set no response flag (RBAC, local_ratelimit)."""
 
 
 # First match wins: a reply may carry several flags (a timeout after retries: UT and URX).
@@ -57,7 +62,13 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         None,
         flags=("UF", "UC", "UR", "URX", "LR", "NC"),
     ),
-    GatewayError("rate_limited", "Too many requests; retry later.", 429, flags=("RL",)),
+    # RL: the global rate limit; local_rate_limited: a route's shield (local_ratelimit sets no flag).
+    GatewayError(
+        "rate_limited", "Too many requests; retry later.", 429, flags=("RL",), details_prefix="local_rate_limited"
+    ),
+    GatewayError(
+        "access_denied", "Requests from this address are not allowed.", 403, details_prefix="rbac_access_denied"
+    ),
     GatewayError("rate_limit_unavailable", "The rate-limit service could not be reached.", None, flags=("RLSE",)),
     GatewayError("request_timeout", "The request was idle for too long.", None, flags=("SI",)),
     GatewayError("request_body_too_large", "The request body is larger than the gateway accepts.", status_code=413),
@@ -71,14 +82,24 @@ def error_body(error: GatewayError) -> dict[str, Any]:
 
 
 def _filter(error: GatewayError) -> dict[str, Any]:
+    found: list[dict[str, Any]] = []
     if error.flags:
-        return {"response_flag_filter": {"flags": list(error.flags)}}
-    assert error.status_code is not None, error
-    return {
-        "status_code_filter": {
-            "comparison": {"op": "EQ", "value": {"default_value": error.status_code, "runtime_key": "gatehouse.unused"}}
-        }
-    }
+        found.append({"response_flag_filter": {"flags": list(error.flags)}})
+    if error.details_prefix is not None:
+        expression = f"response.code_details.startsWith('{error.details_prefix}')"
+        found.append(
+            {
+                "extension_filter": {
+                    "name": "envoy.access_loggers.extension_filters.cel",
+                    "typed_config": {"@type": CEL_FILTER_TYPE, "expression": expression},
+                }
+            }
+        )
+    if error.status_code is not None:
+        comparison = {"op": "EQ", "value": {"default_value": error.status_code, "runtime_key": "gatehouse.unused"}}
+        found.append({"status_code_filter": {"comparison": comparison}})
+    assert found, error
+    return found[0] if len(found) == 1 else {"or_filter": {"filters": found}}
 
 
 def mapper(error: GatewayError) -> dict[str, Any]:

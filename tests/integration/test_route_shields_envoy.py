@@ -11,6 +11,7 @@ from typing import Any
 from tests.harness.route_repo import route_doc
 from tests.harness.upstream import EchoUpstream
 from tests.integration.conftest import StackFactory
+from tests.integration.test_gateway_errors_envoy import gateway_error
 
 SERVICE = "svc-a"
 BACKEND = [{"service": SERVICE, "port": 8080}]
@@ -84,7 +85,9 @@ def test_ip_allow_and_deny_lists_answer_403(make_stack: StackFactory) -> None:
     stack.start(wait_path="/open")
     upstream = stack.upstreams[SERVICE]
     before = served(upstream)
-    assert stack.get("/denied").status == 403
+    assert gateway_error(stack.get("/denied", headers={"x-request-id": "req-403"}), 403, "access_denied")[
+        "request_id"
+    ] == "req-403"
     assert stack.get("/internal").status == 403
     # A spoofed X-Forwarded-For does not help: the check is on the TCP peer.
     assert stack.get("/internal", headers={"x-forwarded-for": "10.1.1.1"}).status == 403
@@ -114,12 +117,14 @@ def test_the_shield_answers_429_without_reaching_the_upstream(make_stack: StackF
     upstream = stack.upstreams[SERVICE]
     before = served(upstream)
     started = time.monotonic()
-    statuses = [stack.get("/shielded").status for _ in range(10)]
+    replies = [stack.get("/shielded") for _ in range(10)]
+    statuses = [r.status for r in replies]
     elapsed = time.monotonic() - started
     ok = statuses.count(200)
     assert ok + statuses.count(429) == 10, statuses
     # The burst of 3, plus one token per second refilled while the requests ran.
     assert statuses[:3] == [200, 200, 200] and 3 <= ok <= 3 + int(elapsed) + 1, (statuses, elapsed)
     assert statuses.count(429) >= 1, statuses
+    gateway_error(next(r for r in replies if r.status == 429), 429, "rate_limited")
     assert served(upstream) - before == ok, "a shielded request never reaches the upstream"
     assert all(stack.get("/open").status == 200 for _ in range(10)), "other routes are not shielded"

@@ -122,18 +122,29 @@ def test_no_default_body_format_so_unmatched_local_replies_keep_their_bodies() -
     assert set(hcm(GatewaySettings())["local_reply_config"]) == {"mappers"}
 
 
+def parts(mapper: dict[str, Any]) -> list[dict[str, Any]]:
+    condition: dict[str, Any] = mapper["filter"]
+    found: list[dict[str, Any]] = condition["or_filter"]["filters"] if "or_filter" in condition else [condition]
+    return found
+
+
 def test_no_mapper_matches_a_status_ext_authz_answers_with() -> None:
     """ext_authz denials are local replies with their own JSON body: mappers match on Envoy's
-    response flags, or on statuses ext_authz never uses."""
+    response flags, on statuses ext_authz never uses, or on response code details that are
+    not ext_authz's."""
     for mapper in mappers():
-        condition = mapper["filter"]
-        assert set(condition) <= {"response_flag_filter", "status_code_filter"}, condition
-        if "status_code_filter" in condition:
-            comparison = condition["status_code_filter"]["comparison"]
-            assert comparison.get("op", "EQ") == "EQ"
-            assert comparison["value"]["default_value"] not in EXT_AUTHZ_STATUSES
-        else:
-            assert "UAEX" not in condition["response_flag_filter"]["flags"]
+        for one in parts(mapper):
+            assert set(one) <= {"response_flag_filter", "status_code_filter", "extension_filter"}, one
+            if "status_code_filter" in one:
+                comparison = one["status_code_filter"]["comparison"]
+                assert comparison.get("op", "EQ") == "EQ"
+                assert comparison["value"]["default_value"] not in EXT_AUTHZ_STATUSES
+            elif "extension_filter" in one:
+                expression = one["extension_filter"]["typed_config"]["expression"]
+                assert expression.startswith("response.code_details.startsWith('"), expression
+                assert "ext_authz" not in expression
+            else:
+                assert "UAEX" not in one["response_flag_filter"]["flags"]
 
 
 @pytest.mark.parametrize(
@@ -148,7 +159,19 @@ def test_no_mapper_matches_a_status_ext_authz_answers_with() -> None:
     ],
 )
 def test_the_reason_picks_the_code(flag: str, status: int, code: str) -> None:
-    [mapper] = [m for m in mappers() if flag in m["filter"].get("response_flag_filter", {}).get("flags", [])]
+    [mapper] = [m for m in mappers() if any(flag in f.get("response_flag_filter", {}).get("flags", []) for f in parts(m))]
+    assert mapper["status_code"] == status
+    assert mapper["body_format_override"]["json_format"]["error"]["code"] == code
+
+
+@pytest.mark.parametrize(
+    "details, status, code", [("rbac_access_denied", 403, "access_denied"), ("local_rate_limited", 429, "rate_limited")]
+)
+def test_filters_without_a_flag_match_on_their_details(details: str, status: int, code: str) -> None:
+    expression = f"response.code_details.startsWith('{details}')"
+    [mapper] = [
+        m for m in mappers() if any(f.get("extension_filter", {}).get("typed_config", {}).get("expression") == expression for f in parts(m))
+    ]
     assert mapper["status_code"] == status
     assert mapper["body_format_override"]["json_format"]["error"]["code"] == code
 

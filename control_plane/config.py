@@ -43,6 +43,15 @@ class GatewayTls(Model):
     """PEM private key; relative to the config file's directory."""
 
 
+class LoadShedding(Model):
+    """The concurrency limit on `low` routes (control_plane/translator/load_shedding.py)."""
+
+    latency_target: Annotated[Duration, Field(ge=1, le=60_000)]
+    """Low-priority requests slower than this (plus 25%, at p90) make their limit shrink."""
+    max_concurrency: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    """The most low-priority requests in flight at once, however fast they are."""
+
+
 class Gateway(Model):
     listener_address: str = "0.0.0.0"
     listener_port: Port = 8080
@@ -55,6 +64,9 @@ class Gateway(Model):
     """The `server` header on every response; "" sends none. An upstream's own never passes."""
     tls: GatewayTls | None = None
     """Terminate TLS on the listener (TLS 1.2 minimum, HSTS on responses); None: plain HTTP."""
+    load_shedding: LoadShedding | None = None
+    """Shed `low` routes first when their latency climbs; None: off (the per-priority
+    upstream pools apply either way)."""
 
 
 class ExtAuthz(Model):

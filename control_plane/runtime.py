@@ -41,6 +41,7 @@ from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
 from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator.ext_authz import ExtAuthzSettings
+from control_plane.translator.load_shedding import SheddingSettings
 from control_plane.translator.ratelimit import RateLimitSettings
 from control_plane.translator.pipeline import RouteTranslator, Translation, listener_resource
 from control_plane.translator.settings import GatewaySettings
@@ -84,6 +85,9 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         tls=None
         if gateway.tls is None
         else TlsSettings(str(config.resolve(gateway.tls.cert_file)), str(config.resolve(gateway.tls.key_file))),
+        shedding=None
+        if gateway.load_shedding is None
+        else SheddingSettings(gateway.load_shedding.latency_target, gateway.load_shedding.max_concurrency),
     )
 
 

@@ -400,7 +400,7 @@ class Retries(Model):
 
 
 class CircuitBreaker(Model):
-    """The service's bulkhead: Envoy's DEFAULT-priority thresholds on its cluster.
+    """The service's bulkhead: Envoy's thresholds on its cluster, once per routing priority.
 
     Unset limits keep Envoy's defaults (1024 each). Without ``maxRetries`` the cluster gets
     a retry budget (20% of active requests, at least 3 concurrent retries) instead of a

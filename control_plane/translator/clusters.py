@@ -115,8 +115,8 @@ def cluster_policies(
     return policies, rejected
 
 
-def _thresholds(breaker: CircuitBreaker | None) -> dict[str, Any]:
-    thresholds: dict[str, Any] = {"priority": "DEFAULT"}
+def _thresholds(breaker: CircuitBreaker | None, priority: str) -> dict[str, Any]:
+    thresholds: dict[str, Any] = {"priority": priority}
     if breaker is not None:
         for field, key in (
             ("max_connections", "max_connections"),
@@ -171,7 +171,11 @@ def cluster(ref: ClusterRef, policy: ClusterPolicy = DEFAULT_POLICY) -> Cluster:
         "lb_policy": "ROUND_ROBIN",
         # Stats names may not carry '/' or ':' cleanly; give them a stable dotted form.
         "alt_stat_name": f"{ref.namespace}.{ref.service}.{ref.port}",
-        "circuit_breakers": {"thresholds": [_thresholds(policy.circuit_breaker)]},
+        # The same bulkhead twice: DEFAULT for normal/low routes, HIGH for critical/high ones,
+        # so a flood of the first cannot take the second's slots (load_shedding.py).
+        "circuit_breakers": {
+            "thresholds": [_thresholds(policy.circuit_breaker, p) for p in ("DEFAULT", "HIGH")]
+        },
     }
     if policy.outlier_detection is not None:
         data["outlier_detection"] = _outlier_detection(policy.outlier_detection)

@@ -12,7 +12,6 @@ from control_plane.model.route import Route
 _NOT_YET = {
     "auth": "auth is not enforced: the control plane has no extAuthz configured (the route is NOT protected)",
     "rate_limits": "rateLimits are not enforced: the control plane has no rateLimit service configured",
-    "priority": "priority is not used for load shedding yet",
 }
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from control_plane.translator.access_log import access_log
 from control_plane.translator.ext_authz import ext_authz_filter, identity_header_filter
+from control_plane.translator.load_shedding import shed_filter
 from control_plane.translator.local_replies import local_reply_config
 from control_plane.translator.ratelimit import ratelimit_filter
 from control_plane.translator.request_limits import body_size_limit_filter, response_headers_filter
@@ -23,14 +24,16 @@ def http_filters(settings: GatewaySettings) -> list[dict[str, Any]]:
     """Internal response headers are removed by the first filter (the last to see a response,
     local replies included). Identity headers are stripped next, always; then an oversized body
     is refused before anyone spends work on it; then a route's IP access list (RBAC, 403) and its
-    local rate-limit shield (429), both inert unless the route configures them, so a flood is cut
-    before ext_authz (which sets the identity headers from the token) and the global rate limit
+    local rate-limit shield (429), both inert unless the route configures them, and the
+    low-priority concurrency limit (503, only on ``low`` routes), so a flood is cut before ext_authz (which sets the identity headers from the token) and the global rate limit
     (which may key on them), if configured; then the router, which adds no ``x-envoy-*`` headers
     of its own."""
     filters = [response_headers_filter(remove_server=not settings.server_header), identity_header_filter()]
     if settings.max_request_body_bytes:
         filters.append(body_size_limit_filter(settings.max_request_body_bytes))
     filters.extend([rbac_filter(), shield_filter()])
+    if settings.shedding is not None:
+        filters.append(shed_filter(settings.shedding))
     if settings.ext_authz is not None:
         filters.append(ext_authz_filter(settings.ext_authz))
     if settings.rate_limit is not None:

@@ -15,8 +15,9 @@ service is unreachable), and ext_authz writes its own JSON body. So no mapper he
 matches on a status code ext_authz uses: each matches on Envoy's *response flags*
 (``NR``, ``UO``, ``UH``, ``UT``, ...), which name Envoy's reason, on a status ext_authz
 never answers with (413, 431), or, for filters that set no flag (RBAC's 403, the shield's
-429), on Envoy's response code details with a CEL filter. There is no top-level
-``body_format``: a local reply no mapper matches keeps its body as its filter wrote it.
+429, the low-priority limit's 503), on Envoy's response code details with a CEL filter.
+There is no top-level ``body_format``: a local reply no mapper matches keeps its body as
+its filter wrote it.
 
 A 431 is answered before Envoy has the request's headers: its ``request_id`` is null.
 
@@ -54,7 +55,14 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
     GatewayError("not_found", "No route matches this request.", 404, flags=("NR",)),
     GatewayError("upstream_timeout", "The upstream service did not answer in time.", 504, flags=("UT",)),
     GatewayError("upstream_overflow", "The upstream service is at capacity; retry later.", 503, flags=("UO",)),
-    GatewayError("overloaded", "The gateway is overloaded; retry later.", 503, flags=("OM",)),
+    # OM: the overload manager; reached_concurrency_limit: low-priority shedding (no flag).
+    GatewayError(
+        "overloaded",
+        "The gateway is overloaded; retry later.",
+        503,
+        flags=("OM",),
+        details_prefix="reached_concurrency_limit",
+    ),
     GatewayError("no_healthy_upstream", "No healthy upstream host is available.", 503, flags=("UH",)),
     GatewayError(
         "upstream_unavailable",

@@ -15,6 +15,7 @@ from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
 from envoy.extensions.access_loggers.grpc.v3 import als_pb2  # noqa: F401
 from envoy.extensions.access_loggers.filters.cel.v3 import cel_pb2  # noqa: F401
+from envoy.extensions.filters.http.adaptive_concurrency.v3 import adaptive_concurrency_pb2  # noqa: F401
 from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2  # noqa: F401
 from envoy.extensions.filters.http.header_mutation.v3 import header_mutation_pb2  # noqa: F401
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2  # noqa: F401

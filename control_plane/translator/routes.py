@@ -29,6 +29,7 @@ from control_plane.model.schema import (
 )
 from control_plane.translator import wire
 from control_plane.translator.ext_authz import EXT_AUTHZ_FILTER, per_route
+from control_plane.translator.load_shedding import SHED_FILTER, SHED_FIRST, routing_priority, shed_exempt
 from control_plane.translator.ratelimit import route_rate_limits
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.shields import (
@@ -230,6 +231,8 @@ def _action(route: Route, rewrite: dict[str, Any], settings: GatewaySettings) ->
         action["weighted_clusters"] = {
             "clusters": [{"name": ref.name, "weight": b.weight} for ref, b in zip(refs, spec.backends) if b.weight > 0]
         }
+    if routing_priority(spec.priority) != "DEFAULT":
+        action["priority"] = routing_priority(spec.priority)
     action["timeout"] = format_duration_ms(request_timeout_ms(route))
     if spec.timeouts.idle is not None:
         action["idle_timeout"] = format_duration_ms(spec.timeouts.idle)
@@ -268,6 +271,8 @@ def _entry(route: Route, variant: _PathVariant, group: _MethodGroup, settings: G
         per_filter[RBAC_FILTER] = access_per_route(spec.access)
     if spec.shield is not None:
         per_filter[SHIELD_FILTER] = shield_per_route(spec.shield)
+    if settings.shedding is not None and spec.priority not in SHED_FIRST:
+        per_filter[SHED_FILTER] = shed_exempt()
     if settings.ext_authz is not None:
         per_filter[EXT_AUTHZ_FILTER] = per_route(route)
     if per_filter:

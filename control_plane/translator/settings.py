@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator.ext_authz import ExtAuthzSettings
+from control_plane.translator.load_shedding import SheddingSettings
 from control_plane.translator.ratelimit import RateLimitSettings
 from control_plane.translator.tls import TlsSettings
 
@@ -25,3 +26,5 @@ class GatewaySettings:
     """The ``server`` response header; "" sends none (an upstream's own is removed either way)."""
     tls: TlsSettings | None = None
     """TLS termination on the listener (certificate and key files); None: plain HTTP."""
+    shedding: SheddingSettings | None = None
+    """The latency-driven concurrency limit on ``low`` routes; None: off."""

@@ -165,7 +165,8 @@ def test_the_reason_picks_the_code(flag: str, status: int, code: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "details, status, code", [("rbac_access_denied", 403, "access_denied"), ("local_rate_limited", 429, "rate_limited")]
+    "details, status, code", [("rbac_access_denied", 403, "access_denied"), ("local_rate_limited", 429, "rate_limited"),
+     ("reached_concurrency_limit", 503, "overloaded")]
 )
 def test_filters_without_a_flag_match_on_their_details(details: str, status: int, code: str) -> None:
     expression = f"response.code_details.startsWith('{details}')"

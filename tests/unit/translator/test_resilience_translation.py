@@ -38,11 +38,10 @@ def clusters(translation: Any) -> dict[str, dict[str, Any]]:
     return {data["name"]: data for data in (resource_data(r) for r in translation.clusters)}
 
 
-def test_circuit_breaker_becomes_default_priority_thresholds() -> None:
+def test_circuit_breaker_becomes_the_thresholds_of_both_priorities() -> None:
     [data, _] = translate_case("resilience").data("clusters")
-    assert data["circuit_breakers"] == {
-        "thresholds": [{"max_connections": 2, "max_pending_requests": 1, "max_requests": 4, "max_retries": 1}]
-    }
+    limits = {"max_connections": 2, "max_pending_requests": 1, "max_requests": 4, "max_retries": 1}
+    assert data["circuit_breakers"] == {"thresholds": [limits, {"priority": "HIGH", **limits}]}
     assert data["connect_timeout"] == "0.250s"
     assert data["outlier_detection"] == {
         "consecutive_5xx": 3, "interval": "1s", "base_ejection_time": "2s", "max_ejection_percent": 50,
@@ -55,16 +54,14 @@ def test_circuit_breaker_becomes_default_priority_thresholds() -> None:
 
 def test_every_cluster_gets_a_retry_budget_unless_max_retries_is_fixed() -> None:
     [plain] = translate_case("hosts").data("clusters")[:1]
-    assert plain["circuit_breakers"] == {
-        "thresholds": [{"retry_budget": {"budget_percent": {"value": 20.0}, "min_retry_concurrency": 3}}]
-    }
+    budget = {"retry_budget": {"budget_percent": {"value": 20.0}, "min_retry_concurrency": 3}}
+    assert plain["circuit_breakers"] == {"thresholds": [budget, {"priority": "HIGH", **budget}]}
     assert plain["connect_timeout"] == "3s"
     assert "outlier_detection" not in plain and "health_checks" not in plain
     routes = parse([doc("a", spec("/a", circuitBreaker={"maxConnections": 5}))])
     [data] = clusters(RouteTranslator(GatewaySettings()).translate(routes)).values()
-    assert data["circuit_breakers"]["thresholds"] == [
-        {"max_connections": 5, "retry_budget": {"budget_percent": {"value": 20.0}, "min_retry_concurrency": 3}}
-    ]
+    limited = {"max_connections": 5, "retry_budget": {"budget_percent": {"value": 20.0}, "min_retry_concurrency": 3}}
+    assert data["circuit_breakers"]["thresholds"] == [limited, {"priority": "HIGH", **limited}]
 
 
 def test_a_route_that_sets_nothing_shares_the_cluster_another_route_configured() -> None:

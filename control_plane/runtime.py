@@ -43,7 +43,7 @@ from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.load_shedding import SheddingSettings
 from control_plane.translator.ratelimit import RateLimitSettings
-from control_plane.translator.pipeline import RouteTranslator, Translation, listener_resource
+from control_plane.translator.pipeline import RouteTranslator, Translation, listener_resource, secret_resources
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.tls import TlsSettings
 from control_plane.admin_api import admin_routes
@@ -106,8 +106,9 @@ class ControlPlane:
         self.status = ProxyStatus(audit=self.audit)
         self._routes = RouteTranslator(gateway_settings(config, config.gateway))
         self._endpoints = EndpointTranslator()
-        self._group_listeners = {
-            group: listener_resource(gateway_settings(config, settings)) for group, settings in config.node_groups.items()
+        self._group_edges = {
+            group: (listener_resource(edge), secret_resources(edge))
+            for group, edge in ((g, gateway_settings(config, s)) for g, s in config.node_groups.items())
         }
         self._route_sets: dict[str, RouteSet] = {}
         self._static_table: EndpointTable = _NoEndpoints()
@@ -285,6 +286,7 @@ class ControlPlane:
             listeners=translation.listeners,
             routes=translation.routes,
             ratelimits=translation.ratelimits,
+            secrets=translation.secrets,
             model=translation.model,
             changed_at=seen_at,
         )
@@ -320,8 +322,13 @@ class ControlPlane:
         if problems:
             log.error("snapshot_inconsistent", problems=problems[:20], reason=reason)
             return
-        for group, listener in self._group_listeners.items():
-            self.cache.set_snapshot(replace(snapshot, listeners=MappingProxyType({listener.name: listener})), group)
+        for group, (listener, secrets) in self._group_edges.items():
+            edge = replace(
+                snapshot,
+                listeners=MappingProxyType({listener.name: listener}),
+                secrets=MappingProxyType({s.name: s for s in secrets}),
+            )
+            self.cache.set_snapshot(edge, group)
         self.cache.set_snapshot(snapshot, DEFAULT_GROUP)
         metrics.SNAPSHOTS.labels(reason).inc()
 

@@ -45,6 +45,8 @@ class Snapshot:
     routes: Resources
     ratelimits: Resources = field(default_factory=lambda: _NO_RESOURCES)
     """Rate-limit policies per route, for ratelimit_svc (Gatehouse's own xDS type)."""
+    secrets: Resources = field(default_factory=lambda: _NO_RESOURCES)
+    """The listener's TLS secret (file names only), when it terminates TLS."""
     model: tuple[Route, ...] = ()
     """The routes this snapshot was built from: provenance for NACK reports."""
     changed_at: float = field(default_factory=time.monotonic)
@@ -66,6 +68,7 @@ class Snapshot:
         listeners: Iterable[Resource],
         routes: Iterable[Resource],
         ratelimits: Iterable[Resource] = (),
+        secrets: Iterable[Resource] = (),
         model: tuple[Route, ...] = (),
         changed_at: float | None = None,
     ) -> Snapshot:
@@ -75,6 +78,7 @@ class Snapshot:
             listeners=_frozen(listeners),
             routes=_frozen(routes),
             ratelimits=_frozen(ratelimits),
+            secrets=_frozen(secrets),
             model=model,
             changed_at=time.monotonic() if changed_at is None else changed_at,
         )
@@ -88,6 +92,8 @@ class Snapshot:
             return self.listeners
         if kind is ResourceType.RATELIMIT:
             return self.ratelimits
+        if kind is ResourceType.SECRET:
+            return self.secrets
         return self.routes
 
     def with_endpoints(self, endpoints: Iterable[Resource], *, changed_at: float | None = None) -> Snapshot:
@@ -113,9 +119,9 @@ class Snapshot:
                 if target not in self.clusters:
                     problems.append(f"route config {route.name} points at missing cluster {target}")
         for listener in self.listeners.values():
-            for route_name in listener.references:
-                if route_name not in self.routes:
-                    problems.append(f"listener {listener.name} points at missing route config {route_name}")
+            for name in listener.references:
+                if name not in self.routes and name not in self.secrets:
+                    problems.append(f"listener {listener.name} points at missing route config or secret {name}")
         return problems
 
 

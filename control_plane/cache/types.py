@@ -1,6 +1,7 @@
 """xDS type URLs, in the order ADS must apply them (make before break).
 
-Besides Envoy's four types there is one of Gatehouse's own: rate-limit policies, which
+Besides Envoy's types (SDS only for the listener's TLS secret, which names files and
+holds no key bytes) there is one of Gatehouse's own: rate-limit policies, which
 ratelimit_svc instances subscribe to over the same ADS server (Envoy never asks for it).
 """
 
@@ -12,13 +13,15 @@ _PREFIX = "type.googleapis.com/envoy.config"
 
 
 class ResourceType(IntEnum):
-    """Ordered: a cluster and its endpoints exist before a listener or route uses them."""
+    """Ordered: a cluster and its endpoints, and the listener's TLS secret, exist before a
+    listener or route uses them."""
 
     CLUSTER = 0
     ENDPOINT = 1
-    LISTENER = 2
-    ROUTE = 3
-    RATELIMIT = 4
+    SECRET = 2
+    LISTENER = 3
+    ROUTE = 4
+    RATELIMIT = 5
 
     @property
     def url(self) -> str:
@@ -42,11 +45,13 @@ CLUSTER_URL = f"{_PREFIX}.cluster.v3.Cluster"
 ENDPOINT_URL = f"{_PREFIX}.endpoint.v3.ClusterLoadAssignment"
 LISTENER_URL = f"{_PREFIX}.listener.v3.Listener"
 ROUTE_URL = f"{_PREFIX}.route.v3.RouteConfiguration"
+SECRET_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
 RATELIMIT_URL = "type.googleapis.com/gatehouse.ratelimit.v1.RoutePolicy"
 
 _URLS = {
     ResourceType.CLUSTER: CLUSTER_URL,
     ResourceType.ENDPOINT: ENDPOINT_URL,
+    ResourceType.SECRET: SECRET_URL,
     ResourceType.LISTENER: LISTENER_URL,
     ResourceType.ROUTE: ROUTE_URL,
     ResourceType.RATELIMIT: RATELIMIT_URL,
@@ -54,6 +59,7 @@ _URLS = {
 _SHORT = {
     ResourceType.CLUSTER: "CDS",
     ResourceType.ENDPOINT: "EDS",
+    ResourceType.SECRET: "SDS",
     ResourceType.LISTENER: "LDS",
     ResourceType.ROUTE: "RDS",
     ResourceType.RATELIMIT: "RLS",

@@ -90,7 +90,7 @@ def http_listener(settings: GatewaySettings) -> Listener:
         "filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]
     }
     if settings.tls is not None:
-        chain["transport_socket"] = transport_socket(settings.tls)
+        chain["transport_socket"] = transport_socket()
         # First filter: the last to see a response, so local replies carry HSTS too.
         hcm["http_filters"].insert(0, hsts_filter())
     data: dict[str, Any] = {

@@ -28,6 +28,7 @@ from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, Clu
 from control_plane.translator.ratelimit import ratelimit_cluster, route_policy
 from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
 from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.tls import SECRET_NAME, Secret, tls_secret
 
 log = structlog.get_logger(component="translator")
 
@@ -64,6 +65,7 @@ class Translation:
     cluster_refs: tuple[ClusterRef, ...]
     model: tuple[Route, ...]
     ratelimits: tuple[Resource, ...] = ()
+    secrets: tuple[Resource, ...] = ()
 
 
 class RouteTranslator:
@@ -72,6 +74,7 @@ class RouteTranslator:
         self._entries: dict[Route, _Translated] = {}
         self._clusters: dict[tuple[ClusterRef, ClusterPolicy], Resource] = {}
         self._listener = listener_resource(settings)
+        self._secrets = secret_resources(settings)
         self._service_clusters = service_clusters(settings)
         self.translated_routes = 0
         """How many routes were translated (not served from cache), for tests and metrics."""
@@ -139,17 +142,26 @@ class RouteTranslator:
             cluster_refs=refs,
             model=tuple(ordered),
             ratelimits=tuple(t.policy for t in translated.values() if t.policy is not None),
+            secrets=self._secrets,
         )
 
 
 def listener_resource(settings: GatewaySettings) -> Resource:
-    """The HTTP listener for one node group; groups differ only in where they listen."""
+    """The HTTP listener for one node group; groups differ in where they listen, their
+    limits and their TLS."""
     return Resource.from_message(
         ResourceType.LISTENER,
         LISTENER_NAME,
         http_listener(settings),
-        references=(ROUTE_CONFIG_NAME,),
+        references=(ROUTE_CONFIG_NAME,) + ((SECRET_NAME,) if settings.tls is not None else ()),
     )
+
+
+def secret_resources(settings: GatewaySettings) -> tuple[Resource, ...]:
+    """The listener's TLS secret over SDS (file names, no key bytes), if it terminates TLS."""
+    if settings.tls is None:
+        return ()
+    return (Resource.from_message(ResourceType.SECRET, SECRET_NAME, parse(Secret, tls_secret(settings.tls))),)
 
 
 def service_clusters(settings: GatewaySettings) -> tuple[Resource, ...]:

@@ -1,12 +1,14 @@
-"""TLS termination on the gateway listener, from certificate and key files.
+"""TLS termination on the gateway listener, from certificate and key files, through SDS.
 
-The ADS server serves no SDS ``Secret`` resources (see ``control_plane.cache.types``), so the
-certificate reaches Envoy as file names in the listener's ``DownstreamTlsContext``, with a
-``watched_directory`` on the directory that holds them: Envoy re-reads the pair when that
+The listener's ``DownstreamTlsContext`` names an SDS secret (``gatehouse-tls``) that the
+control plane serves over the same ADS stream. That ``Secret`` holds *file names*, not PEM
+text, plus a ``watched_directory`` on the directory that holds them. Envoy honours
+``watched_directory`` only for certificates delivered by SDS: it re-reads the pair when the
 directory changes (a Kubernetes Secret volume swaps its ``..data`` link atomically), so a
-rotated certificate needs neither a restart nor a new listener. Keeping file names, not
-PEM text, in the xDS resource also keeps the private key out of the control plane's
-snapshots, debug endpoints and logs.
+rotated certificate needs neither a restart nor a new listener. A certificate inlined in
+the listener would be read once and never again. Keeping file names, not key bytes, in the
+xDS resource also keeps the private key out of the control plane's snapshots, debug
+endpoints and logs.
 
 Policy: TLS 1.2 minimum, the ECDHE AEAD ciphers below for TLS 1.2 (TLS 1.3 suites are
 Envoy's fixed, all-AEAD set), ALPN h2 then http/1.1, and HSTS on every HTTPS response.
@@ -18,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from envoy.extensions.transport_sockets.tls.v3 import tls_pb2  # noqa: F401  (registers DownstreamTlsContext)
+from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2  # noqa: F401  (registers DownstreamTlsContext)
 
 from control_plane.translator.request_limits import HEADER_MUTATION_TYPE
 
 DOWNSTREAM_TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+SECRET_NAME = "gatehouse-tls"
+Secret = secret_pb2.Secret
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 HSTS_FILTER = "gatehouse.hsts"
 HSTS_HEADER = "strict-transport-security"
@@ -47,8 +51,19 @@ class TlsSettings:
     """PEM private key (absolute path)."""
 
 
-def downstream_tls_context(tls: TlsSettings) -> dict[str, Any]:
-    watched = str(PurePath(tls.cert_file).parent)
+def tls_secret(tls: TlsSettings) -> dict[str, Any]:
+    """The SDS ``Secret``: where the pair is, and which directory to watch for a new one."""
+    return {
+        "name": SECRET_NAME,
+        "tls_certificate": {
+            "certificate_chain": {"filename": tls.cert_file},
+            "private_key": {"filename": tls.key_file},
+            "watched_directory": {"path": str(PurePath(tls.cert_file).parent)},
+        },
+    }
+
+
+def downstream_tls_context() -> dict[str, Any]:
     return {
         "@type": DOWNSTREAM_TLS_TYPE,
         "common_tls_context": {
@@ -56,20 +71,16 @@ def downstream_tls_context(tls: TlsSettings) -> dict[str, Any]:
                 "tls_minimum_protocol_version": MINIMUM_PROTOCOL,
                 "cipher_suites": list(CIPHER_SUITES),
             },
-            "tls_certificates": [
-                {
-                    "certificate_chain": {"filename": tls.cert_file},
-                    "private_key": {"filename": tls.key_file},
-                    "watched_directory": {"path": watched},
-                }
+            "tls_certificate_sds_secret_configs": [
+                {"name": SECRET_NAME, "sds_config": {"ads": {}, "resource_api_version": "V3"}}
             ],
             "alpn_protocols": list(ALPN_PROTOCOLS),
         },
     }
 
 
-def transport_socket(tls: TlsSettings) -> dict[str, Any]:
-    return {"name": TLS_TRANSPORT_SOCKET, "typed_config": downstream_tls_context(tls)}
+def transport_socket() -> dict[str, Any]:
+    return {"name": TLS_TRANSPORT_SOCKET, "typed_config": downstream_tls_context()}
 
 
 def hsts_filter() -> dict[str, Any]:

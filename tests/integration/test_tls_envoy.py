@@ -1,6 +1,7 @@
 """TLS termination through real Envoy: a self-signed certificate in files, `gateway.tls` in
 the control plane's config, and real handshakes from Python's `ssl`: TLS 1.2 and 1.3 work,
-TLS 1.1 is refused, HTTPS responses carry HSTS, and plain HTTP on the TLS port fails."""
+TLS 1.1 is refused, HTTPS responses carry HSTS, plain HTTP on the TLS port fails, and a
+certificate rotated the way the kubelet updates a Secret volume is served without a restart."""
 
 from __future__ import annotations
 
@@ -106,5 +107,83 @@ def test_tls_1_1_is_refused(tls_stack: tuple[GatewayStack, Path]) -> None:
 
 def test_plain_http_on_the_tls_port_fails(tls_stack: tuple[GatewayStack, Path]) -> None:
     stack, _ = tls_stack
+    with pytest.raises((OSError, http.client.HTTPException)):
+        stack.get("/tls")
+
+
+def presented_certificate(port: int) -> bytes:
+    """The DER certificate the listener presents (no verification: only which one it is)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as tls:
+            der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def secret_volume_version(volume: Path, name: str) -> Path:
+    """Lay out a new version the way the kubelet updates a Secret volume: the files go into
+    a fresh timestamped directory, then the `..data` link is swapped to it by one rename."""
+    version = volume / name
+    write_self_signed(version)
+    staging = volume / "..data_tmp"
+    staging.symlink_to(name)
+    os.replace(staging, volume / "..data")
+    for file in ("tls.crt", "tls.key"):
+        if not (volume / file).is_symlink():
+            (volume / file).symlink_to(f"..data/{file}")
+    return version / "tls.crt"
+
+
+def test_a_rotated_secret_volume_is_served_without_a_restart(make_stack: StackFactory, tmp_path: Path, protocol: str) -> None:
+    """The certificate reaches Envoy over SDS (file names, on either ADS protocol): only
+    then does Envoy watch the directory. An inlined certificate is never re-read."""
+    volume = tmp_path / "secret-volume"
+    volume.mkdir()
+    first = secret_volume_version(volume, "..2026_12_03_v1")
+    stack = make_stack(upstreams=(SERVICE,), delta=protocol == "delta")
+    config_path = stack.control_plane.config_path
+    config = yaml.safe_load(config_path.read_text())
+    config["gateway"]["tls"] = {"certFile": str(volume / "tls.crt"), "keyFile": str(volume / "tls.key")}
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    stack.commit_routes({"r.yaml": [route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
+    stack.start()
+
+    def presents(cert: Path) -> bool:
+        try:
+            return presented_certificate(stack.listener_port) == ssl.PEM_cert_to_DER_cert(cert.read_text())
+        except OSError:
+            return False
+
+    wait_for(lambda: presents(first), 15.0, "the first certificate")
+    envoy_pid = stack.envoy.pid
+    second = secret_volume_version(volume, "..2026_12_03_v2")
+    wait_for(lambda: presents(second), 15.0, "the rotated certificate")
+    assert stack.envoy.pid == envoy_pid, "Envoy was not restarted"
+    # And the new pair really serves requests, verified against the new certificate.
+    context = client_context(second, minimum=ssl.TLSVersion.TLSv1_2, maximum=ssl.TLSVersion.TLSv1_3)
+    assert https_get(stack.listener_port, context)[0] == 200
+
+
+def test_a_missing_certificate_is_an_sds_nack_naming_the_path(make_stack: StackFactory, tmp_path: Path) -> None:
+    """The control plane cannot see Envoy's files: Envoy refuses the secret, the NACK names
+    the file, and no listener half-configured with TLS starts serving."""
+    missing = tmp_path / "nowhere"
+    stack = make_stack(upstreams=(SERVICE,))
+    config_path = stack.control_plane.config_path
+    config = yaml.safe_load(config_path.read_text())
+    config["gateway"]["tls"] = {"certFile": str(missing / "tls.crt"), "keyFile": str(missing / "tls.key")}
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    stack.commit_routes({"r.yaml": [route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
+    stack.start(wait_path=None)
+
+    def nacked() -> list[dict[str, object]]:
+        return [n for n in stack.control_plane.status()["nacks"] if n["type"] == "SDS"]
+
+    wait_for(lambda: bool(nacked()), 15, "an SDS NACK in /status")
+    assert str(missing) in str(nacked()[0]["error"]), nacked()[0]
+    assert stack.control_plane.metric("gatehouse_xds_nacks_total", type="SDS") >= 1
     with pytest.raises((OSError, http.client.HTTPException)):
         stack.get("/tls")

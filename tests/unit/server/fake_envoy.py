@@ -358,7 +358,8 @@ class FakeEnvoy:
         return all(self.versions(kind) == snapshot_versions(snapshot, kind) for kind in ENVOY_TYPES)
 
 
-ENVOY_TYPES = tuple(kind for kind in ResourceType if kind is not ResourceType.RATELIMIT)
+# What a plain-HTTP Envoy asks for (SDS only with TLS; rate-limit policies never).
+ENVOY_TYPES = tuple(kind for kind in ResourceType if kind not in (ResourceType.RATELIMIT, ResourceType.SECRET))
 """What Envoy subscribes to; rate-limit policies are for ratelimit_svc."""
 
 

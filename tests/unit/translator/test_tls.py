@@ -15,10 +15,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from control_plane.config import ControlPlaneConfig
 from google.protobuf import json_format
 
+from control_plane.cache.snapshot import Snapshot
+from control_plane.cache.types import ResourceType
+from control_plane.config import ControlPlaneConfig
+from control_plane.render import resource_data
 from control_plane.runtime import gateway_settings
+from control_plane.translator import RouteTranslator
 from control_plane.translator.listeners import http_listener
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.tls import (
@@ -28,6 +32,7 @@ from control_plane.translator.tls import (
     HSTS_FILTER,
     HSTS_HEADER,
     HSTS_VALUE,
+    SECRET_NAME,
     TlsSettings,
 )
 from tests.harness.envoy import envoy_binary, validate_config
@@ -78,18 +83,43 @@ def test_tls_listener() -> None:
     common = context["common_tls_context"]
     assert common["tls_params"] == {"tls_minimum_protocol_version": "TLSv1_2", "cipher_suites": list(CIPHER_SUITES)}
     assert common["alpn_protocols"] == list(ALPN_PROTOCOLS) == ["h2", "http/1.1"]
-    assert common["tls_certificates"] == [
-        {
-            "certificate_chain": {"filename": "/certs/tls.crt"},
-            "private_key": {"filename": "/certs/tls.key"},
-            "watched_directory": {"path": "/certs"},
-        }
+    # The certificate comes over SDS (on the ADS stream): only then does Envoy honour
+    # watched_directory and pick up a rotated pair.
+    assert "tls_certificates" not in common
+    assert common["tls_certificate_sds_secret_configs"] == [
+        {"name": SECRET_NAME, "sds_config": {"ads": {}, "resource_api_version": "V3"}}
     ]
     first = chain["filters"][0]["typed_config"]["http_filters"][0]
     assert first["name"] == HSTS_FILTER
     [mutation] = first["typed_config"]["mutations"]["response_mutations"]
     assert mutation["append"]["header"] == {"key": HSTS_HEADER, "value": HSTS_VALUE}
     assert HSTS_VALUE == "max-age=31536000; includeSubDomains"
+
+
+def test_the_secret_names_the_files_and_watches_their_directory() -> None:
+    settings = GatewaySettings(tls=TlsSettings("/certs/tls.crt", "/certs/tls.key"))
+    translation = RouteTranslator(settings).translate([])
+    [secret] = translation.secrets
+    assert (secret.type, secret.name) == (ResourceType.SECRET, SECRET_NAME)
+    assert resource_data(secret) == {
+        "name": SECRET_NAME,
+        "tls_certificate": {
+            "certificate_chain": {"filename": "/certs/tls.crt"},
+            "private_key": {"filename": "/certs/tls.key"},
+            "watched_directory": {"path": "/certs"},
+        },
+    }
+    [listener_resource] = translation.listeners
+    assert SECRET_NAME in listener_resource.references, "the snapshot checks the secret is there"
+    assert RouteTranslator(GatewaySettings()).translate([]).secrets == ()
+
+
+def test_a_listener_without_its_secret_is_an_inconsistent_snapshot() -> None:
+    translation = RouteTranslator(GatewaySettings(tls=TlsSettings("/c/tls.crt", "/c/tls.key"))).translate([])
+    parts: dict[str, Any] = {"clusters": (), "endpoints": (), "listeners": translation.listeners, "routes": translation.routes}
+    assert Snapshot.build(**parts, secrets=translation.secrets).inconsistencies() == []
+    [problem] = Snapshot.build(**parts).inconsistencies()
+    assert SECRET_NAME in problem
 
 
 def test_config_paths_resolve_from_the_config_directory(tmp_path: Path) -> None:
@@ -113,9 +143,13 @@ def test_envoy_accepts_the_tls_listener(tmp_path: Path) -> None:
     hcm = data["filter_chains"][0]["filters"][0]["typed_config"]
     del hcm["rds"]
     hcm["route_config"] = {"name": "local", "virtual_hosts": []}
+    # The secret as a static one (no ADS here): same Secret message, looked up by name.
+    common = data["filter_chains"][0]["transport_socket"]["typed_config"]["common_tls_context"]
+    common["tls_certificate_sds_secret_configs"] = [{"name": SECRET_NAME}]
+    [secret] = RouteTranslator(GatewaySettings(tls=TlsSettings(str(cert), str(key)))).translate([]).secrets
     bootstrap = {
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
-        "static_resources": {"listeners": [data]},
+        "static_resources": {"listeners": [data], "secrets": [resource_data(secret)]},
     }
     path = tmp_path / "bootstrap.json"
     path.write_text(json.dumps(bootstrap))

@@ -146,6 +146,18 @@ def _outlier_detection(outlier: OutlierDetection) -> dict[str, Any]:
         data["base_ejection_time"] = format_duration_ms(outlier.base_ejection)
     if outlier.max_ejection_percent is not None:
         data["max_ejection_percent"] = outlier.max_ejection_percent
+    if outlier.failure_percentage is not None:
+        failure = outlier.failure_percentage
+        data["failure_percentage_threshold"] = failure.threshold
+        data["enforcing_failure_percentage"] = 100  # Envoy's default, 0, only counts
+        data["failure_percentage_minimum_hosts"] = failure.minimum_hosts
+        data["failure_percentage_request_volume"] = failure.request_volume
+    if outlier.success_rate is not None:
+        rate = outlier.success_rate
+        data["success_rate_stdev_factor"] = round(rate.stdev_factor * 1000)  # Envoy: factor × 1000
+        data["enforcing_success_rate"] = 100
+        data["success_rate_minimum_hosts"] = rate.minimum_hosts
+        data["success_rate_request_volume"] = rate.request_volume
     return data
 
 

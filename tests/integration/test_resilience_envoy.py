@@ -70,6 +70,41 @@ def test_a_failing_host_is_ejected_and_returns_after_the_ejection_time(make_stac
         failing.stop()
 
 
+def test_a_host_over_the_failure_percentage_is_ejected(make_stack: StackFactory, tmp_path: Path) -> None:
+    """Failure-percentage ejection alone (consecutive 5xx set out of reach): judged at
+    each interval tick on the share of failed requests."""
+    stack = make_stack(upstreams=(SERVICE,))
+    stack.start_upstreams()
+    healthy = stack.upstreams[SERVICE]
+    failing = EchoUpstream.start("svc-a-2", log_dir=tmp_path / "logs")
+    try:
+        stack.set_endpoints({SERVICE: [healthy.address, failing.address]})
+        stack.commit_routes({"r.yaml": [route_doc("svc", {
+            "match": {"pathPrefix": "/"},
+            "backends": [{"service": SERVICE, "port": 8080}],
+            "outlierDetection": {
+                "consecutive5xx": 1000, "interval": "1s", "baseEjection": "30s", "maxEjectionPercent": 50,
+                "failurePercentage": {"threshold": 50, "minimumHosts": 2, "requestVolume": 5},
+            },
+        })]})
+        stack.start(wait_path="/x")
+        client = stack.client()
+        wait_for(lambda: client.request("/x").upstream == "svc-a-2", 10, "both hosts in rotation")
+
+        admin_fail(failing, "POST")
+        failed = sum(client.request("/x").status != 200 for _ in range(20))
+        assert failed >= 5, "the failing host got its share of requests"
+        wait_for(
+            lambda: cluster_stat(stack, "outlier_detection.ejections_enforced_failure_percentage") == 1,
+            5, "a failure-percentage ejection at the next interval tick", 0.05,
+        )
+        replies = [client.request("/x") for _ in range(30)]
+        assert all(r.status == 200 and r.upstream == SERVICE for r in replies), [r.status for r in replies]
+        assert cluster_stat(stack, "outlier_detection.ejections_enforced_consecutive_5xx") == 0
+    finally:
+        failing.stop()
+
+
 def _timed(client: Client, path: str) -> tuple[float, Reply]:
     start = time.monotonic()
     reply = client.request(path)

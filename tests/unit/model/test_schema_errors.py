@@ -494,6 +494,18 @@ CASES: dict[str, tuple[str, Expected]] = {
         route("  outlierDetection: {consecutive5xx: 0}"),
         f"{FILE}:7: spec.outlierDetection.consecutive5xx: Input should be greater than or equal to 1",
     ),
+    "failure percentage over 100": (
+        route("  outlierDetection: {failurePercentage: {threshold: 101}}"),
+        f"{FILE}:7: spec.outlierDetection.failurePercentage.threshold: Input should be less than or equal to 100",
+    ),
+    "failure percentage without a threshold": (
+        route("  outlierDetection: {failurePercentage: {minimumHosts: 2}}"),
+        f"{FILE}:7: spec.outlierDetection.failurePercentage.threshold: required field is missing",
+    ),
+    "success rate with a zero request volume": (
+        route("  outlierDetection: {successRate: {requestVolume: 0}}"),
+        f"{FILE}:7: spec.outlierDetection.successRate.requestVolume: Input should be greater than or equal to 1",
+    ),
     "health check path without a slash": (
         route("  healthCheck: {path: health}"),
         f"{FILE}:7: spec.healthCheck.path: 'health' must start with '/'",

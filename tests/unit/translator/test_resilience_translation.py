@@ -130,6 +130,34 @@ def test_a_changed_setting_rebuilds_the_cluster() -> None:
     assert resource_data(second.clusters[0])["circuit_breakers"]["thresholds"][0]["max_connections"] == 3
 
 
+def test_failure_percentage_and_success_rate_ejection_are_enforced() -> None:
+    outlier = {
+        "failurePercentage": {"threshold": 50, "minimumHosts": 2, "requestVolume": 10},
+        "successRate": {"stdevFactor": 1.5, "minimumHosts": 3, "requestVolume": 20},
+        "maxEjectionPercent": 34,
+    }
+    [data] = clusters(RouteTranslator(GatewaySettings()).translate(parse([doc("a", spec("/a", outlierDetection=outlier))]))).values()
+    assert data["outlier_detection"] == {
+        "max_ejection_percent": 34,
+        "failure_percentage_threshold": 50,
+        "enforcing_failure_percentage": 100,
+        "failure_percentage_minimum_hosts": 2,
+        "failure_percentage_request_volume": 10,
+        "success_rate_stdev_factor": 1500,
+        "enforcing_success_rate": 100,
+        "success_rate_minimum_hosts": 3,
+        "success_rate_request_volume": 20,
+    }
+
+
+def test_failure_percentage_defaults_follow_envoys() -> None:
+    [data] = clusters(
+        RouteTranslator(GatewaySettings()).translate(parse([doc("a", spec("/a", outlierDetection={"failurePercentage": {"threshold": 80}}))]))
+    ).values()
+    detection = data["outlier_detection"]
+    assert (detection["failure_percentage_minimum_hosts"], detection["failure_percentage_request_volume"]) == (5, 50)
+
+
 def test_resilience_fields_are_no_longer_reported_as_unenforced() -> None:
     [route] = parse([doc("a", spec("/a", circuitBreaker={"maxConnections": 2}, outlierDetection={"consecutive5xx": 2},
                                    healthCheck={"path": "/health"}))])

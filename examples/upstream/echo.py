@@ -9,6 +9,7 @@ nothing per request because load tests run through it.
 Query parameters, for resilience tests:
     ?status=NNN   answer with that status (200-599)
     ?delay=0.5    sleep that many seconds (at most 60) before answering
+    ?reset=1      close the connection without answering (after any delay)
 
 and, to turn a whole host bad (outlier detection, health checks):
     POST   /admin/fail[?status=503]   from now on answer everything, /health too, with that status
@@ -72,6 +73,9 @@ async def echo(request: web.Request) -> web.StreamResponse:
     delay = _echo_delay(request)
     if delay:
         await asyncio.sleep(delay)
+    if request.query.get("reset") == "1" and request.transport is not None:
+        request.transport.abort()  # the peer sees the connection drop before any response
+        raise asyncio.CancelledError
     headers: dict[str, str] = {}
     for key, value in request.headers.items():
         lowered = key.lower()

@@ -44,7 +44,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import base64
@@ -63,6 +63,7 @@ from control_plane.config import load_config
 from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
 from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from ext_authz.config import load_ext_authz_config
+from gatehouse.envoy_bootstrap import OverloadSettings, overload_manager
 from ratelimit_svc.config import load_ratelimit_config
 from telemetry.config import load_telemetry_config
 from tests.harness.control_plane import ControlPlaneProcess
@@ -92,7 +93,7 @@ GATEWAY = f"{RELEASE}-gatehouse-gateway"
 
 # Every optional part that renders something real except ext_authz (its own variant
 # below): the ratelimit and telemetry sidecars, Kafka (access and audit events), the
-# in-chart Redis, Git, NetworkPolicies ...
+# in-chart Redis, Git, NetworkPolicies, TLS on the gateway listener, load shedding ...
 KAFKA_SERVERS = ["kafka-0.kafka:9092", "kafka-1.kafka:9092"]
 # `--set` splits on commas: the list is escaped, as a user would have to.
 WITH_KAFKA = ["--set", "kafka.bootstrapServers=" + "\\, ".join(KAFKA_SERVERS)]
@@ -102,6 +103,8 @@ ALL_ON = [
     "--set", "controlPlane.git.path=routes,controlPlane.kubernetes.namespaces={shop}",
     "--set", "gateway.service.type=LoadBalancer,gateway.service.externalTrafficPolicy=Local",
     "--set", "gateway.autoscaling.enabled=false,gateway.replicas=3",
+    "--set", "gateway.tls.secretName=gateway-cert,gateway.maxRequestHeadersKb=32,gateway.envoy.overload.maxConnections=20000",
+    "--set-json", 'gateway.loadShedding={"latencyTarget":"250ms"}',
     *WITH_KAFKA, "--set", "redis.url=",
     "--set-json", 'networkPolicy.controlPlane.adminFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]',
     "--set-json",
@@ -136,6 +139,7 @@ EXT_AUTHZ_ADMIN_SECRET = f"{RELEASE}-gatehouse-ext-authz-admin"
 RATELIMIT = f"{RELEASE}-gatehouse-ratelimit"
 TELEMETRY = f"{RELEASE}-gatehouse-telemetry"
 AUDIT_SPOOL = "/var/lib/gatehouse/audit-spool"
+GATEWAY_TLS_DIR = "/etc/gatehouse/tls"
 DRAIN_SECONDS = 3
 
 
@@ -253,6 +257,21 @@ def test_helm_lint_is_clean(tools: KubeTools, helm_home: Path, variant: str) -> 
         (["--set", "audit.spool.sizeLimit=1Gi"], "sizeLimit"),
         (["--set", "audit.spool.persistentVolumeClaim=audit"], "persistentVolumeClaim"),
         (["--set", "audit.batchSize=0"], "batchSize"),
+        (["--set", "gateway.maxRequestHeadersKb=0"], "maxRequestHeadersKb"),
+        (["--set", "gateway.maxRequestHeadersKb=8193"], "maxRequestHeadersKb"),
+        (["--set", "gateway.maxRequestBodyBytes=-1"], "maxRequestBodyBytes"),
+        (["--set", "gateway.maxRequestBodyBytes=10MB"], "maxRequestBodyBytes"),
+        (["--set-json", "gateway.tls.secretName=3"], "secretName"),
+        (["--set", "gateway.tls.secretName=Gateway_Cert"], "secretName"),
+        (["--set", "gateway.tls.subPath=tls.crt"], "subPath"),
+        (["--set", "gateway.loadShedding.latencyTarget=200ms,gateway.loadShedding.maxConcurrency=0"], "maxConcurrency"),
+        (["--set", "gateway.loadShedding.maxConcurrency=64"], "latencyTarget"),  # the target is required
+        (["--set", "gateway.loadShedding.latencyTarget=200"], "latencyTarget"),
+        (["--set-json", 'gateway.loadShedding={"latencyTarget":"200ms","percentile":99}'], "percentile"),
+        (["--set", "gateway.envoy.overload.maxHeapPercent=80"], "maxHeapPercent"),
+        (["--set", "gateway.envoy.overload.maxConnections=0"], "maxConnections"),
+        (["--set", "gateway.envoy.overload.maxHeapBytes=512Mi"], "maxHeapBytes"),
+        (["--set", "gateway.envoy.overload.enabled=yes"], "enabled"),
     ],
 )
 def test_schema_refuses_unknown_and_mistyped_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
@@ -338,6 +357,14 @@ def test_rendered_config_and_bootstrap_are_accepted_by_the_programs(
     else:
         assert config.sources.git == []
     assert config.gateway.listener_port == 8080
+    # TLS and load shedding exactly when set (ALL_ON sets them).
+    if variant == "all-optional-parts":
+        assert config.gateway.tls is not None and config.gateway.tls.cert_file == f"{GATEWAY_TLS_DIR}/tls.crt"
+        assert config.gateway.load_shedding is not None and config.gateway.load_shedding.latency_target == 250
+        assert config.gateway.max_request_headers_kb == 32
+    else:
+        assert config.gateway.tls is None and config.gateway.load_shedding is None
+        assert config.gateway.max_request_headers_kb == 60
     # Envoy calls the ratelimit sidecar of its own pod exactly when it runs.
     if variant == "all-optional-parts":
         assert config.rate_limit is not None and config.rate_limit.address == "127.0.0.1:8081"
@@ -370,6 +397,9 @@ def test_rendered_config_and_bootstrap_are_accepted_by_the_programs(
 
     bootstrap = yaml.safe_load(bootstrap_file.read_text())
     assert bootstrap["node"]["cluster"] == "gateway"
+    # The overload manager is on by default, so the validation above covered it.
+    max_connections = 20_000 if variant == "all-optional-parts" else 50_000
+    assert bootstrap["overload_manager"] == overload_manager(OverloadSettings(max_connections=max_connections, max_heap_bytes=429_496_729))
     xds = bootstrap["static_resources"]["clusters"][0]
     address = xds["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
     service = find(docs, "Service", CONTROL_PLANE)
@@ -724,6 +754,122 @@ def test_rendered_audit_blocks_load_and_spool_on_emptydirs(tools: KubeTools, hel
         before = find(docs, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
         after = find(changed, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
         assert before != after, name
+
+
+def test_gateway_limits_tls_and_load_shedding_reach_the_control_plane_and_envoy(
+    tools: KubeTools, helm_home: Path, tmp_path: Path
+) -> None:
+    values = [
+        *SIDECARS_ON,  # sidecars too: the key must reach the envoy container and no other
+        "--set", "gateway.maxRequestHeadersKb=16,gateway.maxRequestBodyBytes=1048576,gateway.tls.secretName=gw-cert",
+        "--set-json", 'gateway.loadShedding={"latencyTarget":"200ms","maxConcurrency":64}',
+    ]  # fmt: skip
+    docs = objects(template(tools, helm_home, *values))
+
+    # The control plane's config, as it loads it.
+    config_file = tmp_path / "control-plane.yaml"
+    config_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    config = load_config(config_file)
+    gateway = config.gateway
+    assert (gateway.max_request_headers_kb, gateway.max_request_body_bytes) == (16, 1_048_576)
+    assert gateway.tls is not None and gateway.load_shedding is not None
+    assert (gateway.tls.cert_file, gateway.tls.key_file) == (f"{GATEWAY_TLS_DIR}/tls.crt", f"{GATEWAY_TLS_DIR}/tls.key")
+    assert (gateway.load_shedding.latency_target, gateway.load_shedding.max_concurrency) == (200, 64)
+
+    # Those file names are the Secret's two keys, on a read-only mount of the whole
+    # directory (no subPath: subPath mounts never see a rotated Secret) in the envoy
+    # container, and in no other container of the pod.
+    deployment = find(docs, "Deployment", GATEWAY)
+    pod = deployment["spec"]["template"]["spec"]
+    envoy = next(c for c in pod["containers"] if c["name"] == "envoy")
+    volumes = []
+    for path, key in ((gateway.tls.cert_file, "tls.crt"), (gateway.tls.key_file, "tls.key")):
+        volume, name = volume_file(pod, envoy, path)
+        assert volume["secret"]["secretName"] == "gw-cert"
+        assert {"key": key, "path": name} in volume["secret"]["items"]
+        volumes.append(volume)
+    assert volumes[0] is volumes[1]  # one volume: the pair rotates together
+    (mount,) = [m for m in envoy["volumeMounts"] if m["name"] == volumes[0]["name"]]
+    assert mount == {"name": volumes[0]["name"], "mountPath": GATEWAY_TLS_DIR, "readOnly": True}, mount
+    others = [c for c in pod["containers"] if c is not envoy]
+    assert {c["name"] for c in others} == {"ext-authz", "ratelimit", "telemetry"}
+    assert all(volumes[0]["name"] not in {m["name"] for m in c["volumeMounts"]} for c in others)
+    # Envoy is told to watch the certificate's directory (control_plane/translator/tls.py):
+    # exactly the mount, where the kubelet swaps the ..data link on rotation.
+    assert PurePosixPath(gateway.tls.cert_file).parent == PurePosixPath(mount["mountPath"])
+    assert PurePosixPath(gateway.tls.key_file).parent == PurePosixPath(mount["mountPath"])
+    # The Service tells load balancers and meshes the port now speaks HTTPS.
+    [port] = find(docs, "Service", GATEWAY)["spec"]["ports"]
+    assert port["appProtocol"] == "https"
+
+    # The defaults: the control plane's own limits, spelled out; no TLS, no shedding, no
+    # Secret volume.
+    docs = objects(template(tools, helm_home))
+    raw = yaml.safe_load(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    assert raw["gateway"] == {"listenerAddress": "0.0.0.0", "listenerPort": 8080, "maxRequestHeadersKb": 60, "maxRequestBodyBytes": 10_485_760}
+    config_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    config = load_config(config_file)
+    assert config.gateway.tls is None and config.gateway.load_shedding is None
+    pod = find(docs, "Deployment", GATEWAY)["spec"]["template"]["spec"]
+    (envoy,) = pod["containers"]
+    assert [m["mountPath"] for m in envoy["volumeMounts"]] == ["/etc/envoy"]
+    assert [v["name"] for v in pod["volumes"]] == ["bootstrap"]
+    [port] = find(docs, "Service", GATEWAY)["spec"]["ports"]
+    assert port["appProtocol"] == "http"
+
+
+def memory_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity in bytes (the binary suffixes the chart uses)."""
+    for suffix, factor in (("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30)):
+        if quantity.endswith(suffix):
+            return int(quantity[: -len(suffix)]) * factor
+    return int(quantity)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([], OverloadSettings(max_connections=50_000, max_heap_bytes=429_496_729)),
+        # Past 2^31, and through --set's integers as well as values.yaml's: never 2.147483648e+09.
+        (["--set", "gateway.envoy.overload.maxConnections=1000,gateway.envoy.overload.maxHeapBytes=2147483648"],
+         OverloadSettings(max_connections=1000, max_heap_bytes=2_147_483_648)),
+        (["--set-json", 'gateway.envoy.overload={"maxConnections":7,"maxHeapBytes":3000000000}'],
+         OverloadSettings(max_connections=7, max_heap_bytes=3_000_000_000)),
+        (["--set", "gateway.envoy.overload.enabled=false"], None),
+    ],
+)  # fmt: skip
+def test_rendered_bootstrap_has_the_overload_manager_gatehouse_bootstrap_renders(
+    tools: KubeTools, helm_home: Path, tmp_path: Path, values: list[str], expected: OverloadSettings | None
+) -> None:
+    docs = objects(template(tools, helm_home, *values))
+    bootstrap_file = tmp_path / "bootstrap.yaml"
+    bootstrap_file.write_text(find(docs, "ConfigMap", GATEWAY)["data"]["bootstrap.yaml"])
+    bootstrap = yaml.safe_load(bootstrap_file.read_text())
+    if expected is None:
+        assert "overload_manager" not in bootstrap
+    else:
+        assert bootstrap["overload_manager"] == overload_manager(expected)
+        # Integers as integers (429496729.0 would compare equal above).
+        rendered = json.dumps(bootstrap["overload_manager"], sort_keys=True)
+        assert rendered == json.dumps(overload_manager(expected), sort_keys=True)
+
+    # Envoy accepts it, with the Deployment's own command line.
+    pod = find(docs, "Deployment", GATEWAY)["spec"]["template"]["spec"]
+    envoy = next(c for c in pod["containers"] if c["name"] == "envoy")
+    argv = envoy_argv(envoy, bootstrap_file, "gh-gatehouse-gateway-7d9f8-abcde")
+    result = subprocess.run([*argv, "--mode", "validate"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    if not values:
+        # The default heap budget leaves room under the default memory limit (80 %), so
+        # Envoy sheds load before the kernel kills it.
+        limit = memory_bytes(envoy["resources"]["limits"]["memory"])
+        assert expected is not None and expected.max_heap_bytes == int(limit * 0.8)
+    # A different overload setting is a different bootstrap: the gateway pods roll.
+    default = objects(template(tools, helm_home))
+    annotations = find(docs, "Deployment", GATEWAY)["spec"]["template"]["metadata"]["annotations"]
+    default_annotations = find(default, "Deployment", GATEWAY)["spec"]["template"]["metadata"]["annotations"]
+    assert (annotations["checksum/bootstrap"] == default_annotations["checksum/bootstrap"]) == (not values)
 
 
 # --- the real API server ------------------------------------------------------------------

@@ -130,6 +130,14 @@ podAntiAffinity:
             {{- include "gatehouse.componentSelectorLabels" . | nindent 12 }}
 {{- end }}
 
+{{/* --- gateway --------------------------------------------------------------------- */}}
+
+{{/*
+Where the envoy container mounts the gateway.tls.secretName Secret (tls.crt, tls.key): the
+control plane's gateway.tls names the files there, and Envoy watches this directory.
+*/}}
+{{- define "gatehouse.gateway.tlsDir" -}}/etc/gatehouse/tls{{- end }}
+
 {{/* --- ext_authz ------------------------------------------------------------------- */}}
 
 {{/* Where the sidecar's config file and admin credential are mounted. */}}

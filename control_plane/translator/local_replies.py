@@ -78,6 +78,14 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         "access_denied", "Requests from this address are not allowed.", 403, details_prefix="rbac_access_denied"
     ),
     GatewayError("rate_limit_unavailable", "The rate-limit service could not be reached.", None, flags=("RLSE",)),
+    # The Authorization service could not answer (its own denials carry ext_authz_denied
+    # and their own JSON body, so only the error case is matched here).
+    GatewayError(
+        "authorization_unavailable",
+        "The authorization service could not be reached.",
+        None,
+        details_prefix="ext_authz_error",
+    ),
     GatewayError("request_timeout", "The request was idle for too long.", None, flags=("SI",)),
     GatewayError("request_body_too_large", "The request body is larger than the gateway accepts.", status_code=413),
     GatewayError("request_headers_too_large", "The request headers are larger than the gateway accepts.", status_code=431),

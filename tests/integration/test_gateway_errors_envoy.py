@@ -22,6 +22,7 @@ from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER
 from tests.harness.envoy import envoy_binary, validate_config, write_bootstrap
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Reply, wait_for
+from tests.harness.ports import free_port
 from tests.harness.route_repo import route_doc
 from tests.harness.redis import RedisServer
 from tests.integration.conftest import StackFactory
@@ -224,3 +225,20 @@ def test_envoy_checks_the_body_size_limit_it_is_given(tmp_path: Path) -> None:
     body_limit["typed_config"]["max_request_bytes"] = "0"
     result = validate_config(envoy_binary(), write_bootstrap(bootstrap, tmp_path / "zero.yaml"))
     assert result.returncode != 0 and "max_request_bytes" in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+def test_an_unreachable_authorization_service_is_a_json_503(make_stack: StackFactory) -> None:
+    """Nothing listens where ext_authz should be: Envoy's own 503 gets the JSON body (the
+    service's own denials keep theirs)."""
+    stack = make_stack(upstreams=("svc-a",), control_plane_extra={"extAuthz": {"address": f"127.0.0.1:{free_port()}", "timeout": "200ms"}})
+    stack.commit_routes(
+        {
+            "routes.yaml": [
+                route_doc("public", {"match": {"pathPrefix": "/public"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"required": False}}),
+                route_doc("private", {"match": {"pathPrefix": "/private"}, "backends": [{"service": "svc-a", "port": 8080}]}),
+            ]
+        }
+    )
+    stack.start(wait_path="/public")
+    reply = stack.get("/private", headers={"x-request-id": "req-authz-down"})
+    assert gateway_error(reply, 503, "authorization_unavailable")["request_id"] == "req-authz-down"

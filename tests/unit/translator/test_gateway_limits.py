@@ -142,7 +142,7 @@ def test_no_mapper_matches_a_status_ext_authz_answers_with() -> None:
             elif "extension_filter" in one:
                 expression = one["extension_filter"]["typed_config"]["expression"]
                 assert expression.startswith("response.code_details.startsWith('"), expression
-                assert "ext_authz" not in expression
+                assert "ext_authz_denied" not in expression, "ext_authz's denials keep their own body"
             else:
                 assert "UAEX" not in one["response_flag_filter"]["flags"]
 
@@ -166,14 +166,15 @@ def test_the_reason_picks_the_code(flag: str, status: int, code: str) -> None:
 
 @pytest.mark.parametrize(
     "details, status, code", [("rbac_access_denied", 403, "access_denied"), ("local_rate_limited", 429, "rate_limited"),
+     ("ext_authz_error", None, "authorization_unavailable"),
      ("reached_concurrency_limit", 503, "overloaded")]
 )
-def test_filters_without_a_flag_match_on_their_details(details: str, status: int, code: str) -> None:
+def test_filters_without_a_flag_match_on_their_details(details: str, status: int | None, code: str) -> None:
     expression = f"response.code_details.startsWith('{details}')"
     [mapper] = [
         m for m in mappers() if any(f.get("extension_filter", {}).get("typed_config", {}).get("expression") == expression for f in parts(m))
     ]
-    assert mapper["status_code"] == status
+    assert mapper.get("status_code") == status
     assert mapper["body_format_override"]["json_format"]["error"]["code"] == code
 
 

@@ -64,6 +64,9 @@ class Gateway(Model):
     """The `server` header on every response; "" sends none. An upstream's own never passes."""
     tls: GatewayTls | None = None
     """Terminate TLS on the listener (TLS 1.2 minimum, HSTS on responses); None: plain HTTP."""
+    route_stats: bool = True
+    """Per-route Envoy stats (golden signals per route); about 2 KiB of Envoy memory per
+    route and virtual host. Off: per-cluster stats only."""
     load_shedding: LoadShedding | None = None
     """Shed `low` routes first when their latency climbs; None: off (the per-priority
     upstream pools apply either way)."""

@@ -85,6 +85,7 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         tls=None
         if gateway.tls is None
         else TlsSettings(str(config.resolve(gateway.tls.cert_file)), str(config.resolve(gateway.tls.key_file))),
+        route_stats=gateway.route_stats,
         shedding=None
         if gateway.load_shedding is None
         else SheddingSettings(gateway.load_shedding.latency_target, gateway.load_shedding.max_concurrency),

@@ -173,6 +173,14 @@ def _health_check(check: HealthCheck) -> dict[str, Any]:
     }
 
 
+def cluster_stat_name(ref: ClusterRef) -> str:
+    """``<namespace>_<service>_<port>``: no '.', at which Envoy's ``envoy.cluster_name`` stat
+    tag would cut the name (Prometheus would see ``envoy_cluster_<service>_<port>_...``), and
+    no ':' or '/', which statsd and Graphite sinks split on. Namespaces and service names are
+    DNS labels (no '_'), so the name is unambiguous."""
+    return f"{ref.namespace}_{ref.service}_{ref.port}"
+
+
 def cluster(ref: ClusterRef, policy: ClusterPolicy = DEFAULT_POLICY) -> Cluster:
     connect = policy.connect_timeout_ms if policy.connect_timeout_ms is not None else CONNECT_TIMEOUT_MS
     data: dict[str, Any] = {
@@ -181,8 +189,7 @@ def cluster(ref: ClusterRef, policy: ClusterPolicy = DEFAULT_POLICY) -> Cluster:
         "eds_cluster_config": {"eds_config": {"ads": {}, "resource_api_version": "V3"}},
         "connect_timeout": format_duration_ms(connect),
         "lb_policy": "ROUND_ROBIN",
-        # Stats names may not carry '/' or ':' cleanly; give them a stable dotted form.
-        "alt_stat_name": f"{ref.namespace}.{ref.service}.{ref.port}",
+        "alt_stat_name": cluster_stat_name(ref),
         # The same bulkhead twice: DEFAULT for normal/low routes, HIGH for critical/high ones,
         # so a flood of the first cannot take the second's slots (load_shedding.py).
         "circuit_breakers": {

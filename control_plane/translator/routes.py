@@ -266,6 +266,10 @@ def _entry(route: Route, variant: _PathVariant, group: _MethodGroup, settings: G
         "metadata": {"filter_metadata": {METADATA_NAMESPACE: {"route": route.id, "origin": str(route.origin)}}},
     }
     entry.update(_action(route, variant.rewrite, settings))
+    if settings.route_stats:
+        # Per-route golden signals (vhost.<host>.route.<namespace>.<name>.upstream_rq_*):
+        # every entry of a route shares them.
+        entry["stat_prefix"] = route_stat_prefix(route)
     per_filter: dict[str, Any] = {}
     if spec.access is not None:
         per_filter[RBAC_FILTER] = access_per_route(spec.access)
@@ -290,6 +294,18 @@ def _entry(route: Route, variant: _PathVariant, group: _MethodGroup, settings: G
     if rules.response.remove:
         entry["response_headers_to_remove"] = list(rules.response.remove)
     return entry
+
+
+def route_stat_prefix(route: Route) -> str:
+    """The route id with no '.', which Envoy's stat tag extraction would split at."""
+    return route.id.replace(".", "_")
+
+
+def vhost_name(domain: str) -> str:
+    """``host_`` and the domain with '.' and '*' as '_': Envoy's ``envoy.virtual_host`` and
+    ``envoy.route`` stat tags only parse a name made of word characters and '-'. DNS names
+    have no '_' and no empty label, so this is one-to-one (``*.a.com`` → ``host___a_com``)."""
+    return "host_" + domain.replace(".", "_").replace("*", "_")
 
 
 def _method_groups(route: Route) -> list[_MethodGroup]:
@@ -380,7 +396,7 @@ def route_configuration(ordered: list[Route], encoded: dict[Route, bytes]) -> by
     head.validate_clusters.value = False
     vhosts = [
         wire.virtual_host(
-            "host:" + domain,
+            vhost_name(domain),
             [domain],
             (encoded[r] for r in members(domain)),
         )

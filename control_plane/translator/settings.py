@@ -26,5 +26,8 @@ class GatewaySettings:
     """The ``server`` response header; "" sends none (an upstream's own is removed either way)."""
     tls: TlsSettings | None = None
     """TLS termination on the listener (certificate and key files); None: plain HTTP."""
+    route_stats: bool = True
+    """Per-route Envoy stats (``stat_prefix``), for golden signals per route; about 2 KiB of
+    Envoy memory per route and virtual host."""
     shedding: SheddingSettings | None = None
     """The latency-driven concurrency limit on ``low`` routes; None: off."""

@@ -28,7 +28,7 @@ def admin_fail(upstream: EchoUpstream, method: str) -> dict[str, Any]:
 
 
 def cluster_stat(stack: Any, name: str, service: str = SERVICE) -> int:
-    stat = f"cluster.default.{service}.8080.{name}"
+    stat = f"cluster.default_{service}_8080.{name}"
     value: int = stack.envoy.stats(filter=name.replace(".", r"\.") + "$").get(stat, 0)
     return value
 

@@ -32,7 +32,7 @@ def test_retries_only_for_idempotent_methods(make_stack: StackFactory) -> None:
     )
     stack.start(wait_path="/flaky")
     assert stack.envoy is not None
-    stat = "cluster.default.svc-a.8080.upstream_rq_retry"
+    stat = "cluster.default_svc-a_8080.upstream_rq_retry"
 
     def retries() -> int:
         assert stack.envoy is not None
@@ -93,7 +93,7 @@ def test_the_retry_budget_caps_amplification_in_a_full_outage(make_stack: StackF
     attempts = served(stack) - before
     assert statuses == [503] * requests
     assert stack.envoy is not None
-    overflow = stack.envoy.stats(filter=r"upstream_rq_retry_overflow$").get("cluster.default.svc-a.8080.upstream_rq_retry_overflow", 0)
+    overflow = stack.envoy.stats(filter=r"upstream_rq_retry_overflow$").get("cluster.default_svc-a_8080.upstream_rq_retry_overflow", 0)
     print(f"{requests} requests, {attempts} upstream attempts ({attempts / requests:.2f}x), {overflow} retries refused by the budget")
     assert overflow > 0, "the budget refused retries"
     assert attempts <= 2 * requests, f"{attempts} attempts for {requests} requests: the budget did not cap amplification"

@@ -8,6 +8,7 @@ import yaml
 from control_plane.model import Origin, Route, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
+from control_plane.translator.routes import vhost_name
 from tests.unit.translator.route_generator import route_documents
 
 
@@ -47,7 +48,7 @@ def test_random_valid_routes_translate_and_every_route_is_reachable(seed: int) -
         named = [h for h in route.spec.hosts if h != "*"]
         if named and len(named) == len(route.spec.hosts):
             # Its own hosts, and every named host a wildcard of it covers (*.example.com → api.example.com).
-            expected_vhosts = sorted({"host:" + d for d in domains for h in named if _covers(h, d)})
+            expected_vhosts = sorted({vhost_name(d) for d in domains for h in named if _covers(h, d)})
         else:
             expected_vhosts = list(vhosts)
         actual_vhosts = sorted(name for name, vhost in vhosts.items() if route.id in [e["name"] for e in vhost.get("routes", [])])

@@ -9,6 +9,7 @@ import pytest
 from control_plane.model import Origin, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
+from control_plane.translator.routes import vhost_name
 from tests.unit.translator.golden import translate_case
 
 IDEMPOTENT = "GET|HEAD|OPTIONS|PUT|DELETE"
@@ -63,19 +64,19 @@ def test_every_entry_carries_its_provenance() -> None:
 
 def test_hostless_routes_join_every_virtual_host_and_named_hosts_get_their_own() -> None:
     hosts = vhosts("hosts")
-    assert list(hosts) == ["host:*.shop.example.com", "host:admin.example.com", "host:api.example.com", "any"]
+    assert list(hosts) == [vhost_name("*.shop.example.com"), vhost_name("admin.example.com"), vhost_name("api.example.com"), "any"]
     names = {vhost: [e["name"] for e in routes] for vhost, routes in hosts.items()}
     # Host-less routes (and routes listing "*") come after a host's own routes, in path order.
     for vhost in hosts:
         assert names[vhost][-2:] == ["ops/healthz", "shop/catch-all"]
     assert names["any"] == ["ops/healthz", "shop/catch-all"]
-    assert names["host:api.example.com"] == ["shop/api-bulk", "shop/api-orders", "ops/healthz", "shop/catch-all"]
-    assert names["host:*.shop.example.com"] == ["shop/api-orders", "ops/healthz", "shop/catch-all"]
-    assert names["host:admin.example.com"] == ["ops/admin", "ops/healthz", "shop/catch-all"]
-    assert "ops/admin" not in names["host:api.example.com"]
+    assert names[vhost_name("api.example.com")] == ["shop/api-bulk", "shop/api-orders", "ops/healthz", "shop/catch-all"]
+    assert names[vhost_name("*.shop.example.com")] == ["shop/api-orders", "ops/healthz", "shop/catch-all"]
+    assert names[vhost_name("admin.example.com")] == ["ops/admin", "ops/healthz", "shop/catch-all"]
+    assert "ops/admin" not in names[vhost_name("api.example.com")]
     [config] = translate_case("hosts").data("routes")
     domains = {v["name"]: v["domains"] for v in config["virtual_hosts"]}
-    assert domains["any"] == ["*"] and domains["host:*.shop.example.com"] == ["*.shop.example.com"]
+    assert domains["any"] == ["*"] and domains[vhost_name("*.shop.example.com")] == ["*.shop.example.com"]
 
 
 def test_methods_and_headers() -> None:
@@ -260,18 +261,18 @@ def test_wildcard_host_routes_join_every_virtual_host_they_cover() -> None:
     # Each host: its own routes, then wildcards covering it (longer first), then host-less
     # ones; path order within each group (/multi before /wild/**).
     assert names == {
-        "host:*.api.example.com": ["shop/api-sub", "shop/multi", "shop/wild", "shop/any-com", "ops/healthz"],
-        "host:*.com": ["shop/any-com", "ops/healthz"],
-        "host:*.example.com": ["shop/multi", "shop/wild", "shop/any-com", "ops/healthz"],
+        vhost_name("*.api.example.com"): ["shop/api-sub", "shop/multi", "shop/wild", "shop/any-com", "ops/healthz"],
+        vhost_name("*.com"): ["shop/any-com", "ops/healthz"],
+        vhost_name("*.example.com"): ["shop/multi", "shop/wild", "shop/any-com", "ops/healthz"],
         # shop/api's /api/** is less specific than /multi, but names the host exactly.
-        "host:api.example.com": ["shop/api", "shop/multi", "shop/wild", "shop/any-com", "ops/healthz"],
+        vhost_name("api.example.com"): ["shop/api", "shop/multi", "shop/wild", "shop/any-com", "ops/healthz"],
         # "*.example.com" does not match "example.com" in Envoy; "*.com" does.
-        "host:example.com": ["shop/apex", "shop/any-com", "ops/healthz"],
-        "host:shop.example.org": ["shop/multi", "ops/healthz"],
+        vhost_name("example.com"): ["shop/apex", "shop/any-com", "ops/healthz"],
+        vhost_name("shop.example.org"): ["shop/multi", "ops/healthz"],
         "any": ["ops/healthz"],
     }
     [config] = translate_case("wildcard_hosts").data("routes")
-    assert all(v["domains"] == [v["name"].removeprefix("host:")] for v in config["virtual_hosts"] if v["name"] != "any")
+    assert all(v["name"] == vhost_name(v["domains"][0]) for v in config["virtual_hosts"] if v["name"] != "any")
 
 
 def template(entry: dict[str, Any]) -> str:
@@ -313,9 +314,9 @@ def test_glob_template_base_and_glob_are_each_split_for_retries() -> None:
     "vhost, name, prefix_rewrite",
     [
         # Root "/**" is match.prefix "/": the rewrite always ends in "/" ("/v3orders" was a bug).
-        ("host:v3.example.com", "shop/root-v3", "/v3/"),
-        ("host:v3-slash.example.com", "shop/root-v3-slash", "/v3/"),
-        ("host:same.example.com", "shop/root-to-root", "/"),
+        (vhost_name("v3.example.com"), "shop/root-v3", "/v3/"),
+        (vhost_name("v3-slash.example.com"), "shop/root-v3-slash", "/v3/"),
+        (vhost_name("same.example.com"), "shop/root-to-root", "/"),
     ],
 )
 def test_root_glob_rewrites(vhost: str, name: str, prefix_rewrite: str) -> None:
@@ -380,7 +381,7 @@ def _vhost_order(routes: list[tuple[str, str | None]], vhost: str, path: str = "
 def test_a_route_on_the_exact_host_wins_over_a_wider_one(wider: tuple[str, str | None]) -> None:
     """Same path, same conditions: on api.example.com, the route written for api.example.com
     must be reached, whatever the names of the routes reaching that host through a wider one."""
-    assert _vhost_order([wider, ("b-api", "api.example.com")], "host:api.example.com")[0] == "default/b-api"
+    assert _vhost_order([wider, ("b-api", "api.example.com")], vhost_name("api.example.com"))[0] == "default/b-api"
 
 
 def test_same_path_ranks_exact_host_then_wildcards_longest_first_then_host_less() -> None:
@@ -391,7 +392,7 @@ def test_same_path_ranks_exact_host_then_wildcards_longest_first_then_host_less(
         ("d-api-wild", "*.api.example.com"),
         ("e-exact", "v1.api.example.com"),
     ]
-    assert _vhost_order(routes, "host:v1.api.example.com") == [
+    assert _vhost_order(routes, vhost_name("v1.api.example.com")) == [
         "default/e-exact",
         "default/d-api-wild",
         "default/c-example",
@@ -407,7 +408,7 @@ def test_host_precedence_golden() -> None:
     first: a more specific path from a wider host still comes after a less specific path on
     the exact host (so api.example.com/api/v2/orders/bulk reaches d-exact-prefix)."""
     names = route_names("host_precedence")
-    assert names["host:api.example.com"] == [
+    assert names[vhost_name("api.example.com")] == [
         "shop/c-exact",  # api.example.com  /orders
         "shop/d-exact-prefix",  # api.example.com  prefix /api
         "shop/e-wild-bulk",  # *.example.com    /api/v2/orders/bulk (more specific than /api)
@@ -415,11 +416,11 @@ def test_host_precedence_golden() -> None:
         "shop/a-anywhere",  # no host          /orders
         "shop/f-anywhere-by-id",  # no host          /api/v2/orders/{id} (more specific than /api)
     ]
-    assert names["host:*.example.com"] == ["shop/e-wild-bulk", "shop/b-wildcard", "shop/a-anywhere", "shop/f-anywhere-by-id"]
+    assert names[vhost_name("*.example.com")] == ["shop/e-wild-bulk", "shop/b-wildcard", "shop/a-anywhere", "shop/f-anywhere-by-id"]
     assert names["any"] == ["shop/a-anywhere", "shop/f-anywhere-by-id"]
     # The global order is by path alone; it is not what the api.example.com vhost follows.
     model = [r.id for r in translate_case("host_precedence").translation.model]
     assert model.index("shop/e-wild-bulk") < model.index("shop/d-exact-prefix")
-    matches = {e["name"]: e["match"] for e in vhosts("host_precedence")["host:api.example.com"]}
+    matches = {e["name"]: e["match"] for e in vhosts("host_precedence")[vhost_name("api.example.com")]}
     assert matches["shop/d-exact-prefix"] == {"prefix": "/api"}
     assert matches["shop/e-wild-bulk"] == {"path": "/api/v2/orders/bulk"}

@@ -2,7 +2,8 @@
 
 - ``POST /sync``: fetch every Git source now (a webhook target); ``?wait=0`` returns at once;
 - ``GET /status``: sources, quarantined routes, connected Envoys, ACKed versions, NACKs;
-- ``GET /config``: the current resources as Envoy JSON (``?type=RDS``, ``?cluster=<group>``).
+- ``GET /config``: the current resources as Envoy JSON (``?type=RDS``, ``?cluster=<group>``);
+- ``GET /status/node?node=<id>``: one proxy, and how its ACKed config differs from the latest.
 
 Bind it to a private address: it changes nothing but sync timing, and shows route
 config, which is not secret but is internal.
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from control_plane.cache.snapshot import Snapshot
+from control_plane.config_diff import node_diff
 from control_plane.render import resource_data
 
 if TYPE_CHECKING:
@@ -63,7 +65,29 @@ def admin_routes(plane: ControlPlane) -> list[web.RouteDef]:
         }
         return web.json_response(out)
 
-    return [web.post("/sync", sync), web.get("/status", status), web.get("/config", config)]
+    async def node_status(request: web.Request) -> web.Response:
+        node_id = request.query.get("node", "")
+        proxy = plane.status.find(node_id) if node_id else None
+        if proxy is None:
+            known = sorted({p.node_id for p in plane.status.proxies.values()})
+            return web.json_response({"error": f"no connected proxy with node id {node_id!r}", "connected": known}, status=404)
+        latest = plane.cache.current(proxy.group) or plane.cache.current("*")
+        if latest is None:
+            return web.json_response({"error": "no snapshot yet"}, status=503)
+        return web.json_response(
+            {
+                **plane.status.describe(proxy),
+                "latest": {kind.short: version for kind, version in latest.versions.items()},
+                "diff": node_diff(proxy, latest),
+            }
+        )
+
+    return [
+        web.post("/sync", sync),
+        web.get("/status", status),
+        web.get("/status/node", node_status),
+        web.get("/config", config),
+    ]
 
 
 def group_versions(plane: ControlPlane, default: Snapshot | None) -> dict[str, dict[str, str]]:

@@ -19,6 +19,11 @@ CHANGE_TO_PUSH = Histogram(
 PUSH_TO_ACK = Histogram(
     "gatehouse_xds_push_to_ack_seconds", "Time from a push to Envoy's ACK", ["type"], buckets=_LATENCY_BUCKETS
 )
+OLDEST_UNACKED_PUSH = Gauge(
+    "gatehouse_xds_oldest_unacked_push_seconds",
+    "Age of the oldest push some connected proxy has not ACKed (refused or slow); 0 when all are current",
+    ["type"],
+)
 SNAPSHOTS = Counter("gatehouse_snapshots_total", "Snapshots published", ["reason"])
 ROUTES_TRANSLATED = Counter("gatehouse_routes_translated_total", "Routes translated (cache misses)")
 TRANSLATIONS = Counter("gatehouse_translations_total", "Full route translations run")

@@ -6,15 +6,18 @@ log line and a metric instead of something only visible in Envoy's own log.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
 
 from control_plane import metrics
+from control_plane.cache.resource import Resource
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
@@ -59,6 +62,10 @@ class Proxy:
     nacked: dict[str, Nack] = field(default_factory=dict)
     subscribed: set[str] = field(default_factory=set)
     """Types this client asked for (Envoy: CDS/EDS/LDS/RDS; ratelimit_svc: RLS)."""
+    resources: dict[str, dict[str, Resource]] = field(default_factory=dict)
+    """Per type, the resources of the version it ACKed (for ``status --node X --diff``)."""
+    unacked_since: dict[str, float] = field(default_factory=dict)
+    """Per type, since when (monotonic) a push has waited for its ACK: refused or slow."""
 
 
 class ConfigOutcomes(Protocol):
@@ -76,6 +83,17 @@ class ProxyStatus:
         self._ids = itertools.count(1)
         self.proxies: dict[int, Proxy] = {}
         self.nacks: deque[Nack] = deque(maxlen=history)
+        for kind in ResourceType:
+            metrics.OLDEST_UNACKED_PUSH.labels(kind.short).set_function(functools.partial(self.oldest_unacked, kind.short))
+
+    def oldest_unacked(self, short: str) -> float:
+        """Seconds the longest-waiting proxy has had a push of ``short`` neither ACKed nor
+        replaced by an ACKed one (0: every proxy is current). Read at scrape time."""
+        now = time.monotonic()
+        return max((now - p.unacked_since[short] for p in self.proxies.values() if short in p.unacked_since), default=0.0)
+
+    def pushed(self, proxy: Proxy, kind: ResourceType) -> None:
+        proxy.unacked_since.setdefault(kind.short, time.monotonic())
 
     def connected(self, node_id: str, group: str, protocol: str) -> Proxy:
         proxy = Proxy(next(self._ids), node_id, group, protocol)
@@ -89,9 +107,20 @@ class ProxyStatus:
             metrics.CONNECTED_PROXIES.labels(proxy.protocol).dec()
             log.info("xds_disconnected", node=proxy.node_id, cluster=proxy.group)
 
-    def acked(self, proxy: Proxy, kind: ResourceType, version: str, pushed_at: float, snapshot: Snapshot) -> None:
+    def acked(
+        self,
+        proxy: Proxy,
+        kind: ResourceType,
+        version: str,
+        pushed_at: float,
+        snapshot: Snapshot,
+        resources: Mapping[str, Resource] | None = None,
+    ) -> None:
         proxy.acked[kind.short] = version
         proxy.nacked.pop(kind.short, None)
+        proxy.unacked_since.pop(kind.short, None)
+        if resources is not None:
+            proxy.resources[kind.short] = dict(resources)
         metrics.ACKS.labels(kind.short).inc()
         metrics.PUSH_TO_ACK.labels(kind.short).observe(time.monotonic() - pushed_at)
         for listener in self.listeners:
@@ -140,19 +169,27 @@ class ProxyStatus:
         ))
         return nack
 
+    def find(self, node_id: str) -> Proxy | None:
+        """The most recently connected stream of ``node_id``."""
+        found = [p for p in self.proxies.values() if p.node_id == node_id]
+        return max(found, key=lambda p: p.stream_id) if found else None
+
+    @staticmethod
+    def describe(p: Proxy) -> dict[str, Any]:
+        now = time.monotonic()
+        return {
+            "node": p.node_id,
+            "cluster": p.group,
+            "protocol": p.protocol,
+            "connected_at": p.connected_at,
+            "acked": dict(p.acked),
+            "subscribed": sorted(p.subscribed),
+            "nacked": {k: v.as_dict() for k, v in p.nacked.items()},
+            "unacked_seconds": {k: round(now - t, 3) for k, t in p.unacked_since.items()},
+        }
+
     def as_dict(self) -> dict[str, Any]:
         return {
-            "proxies": [
-                {
-                    "node": p.node_id,
-                    "cluster": p.group,
-                    "protocol": p.protocol,
-                    "connected_at": p.connected_at,
-                    "acked": dict(p.acked),
-                    "subscribed": sorted(p.subscribed),
-                    "nacked": {k: v.as_dict() for k, v in p.nacked.items()},
-                }
-                for p in self.proxies.values()
-            ],
+            "proxies": [self.describe(p) for p in self.proxies.values()],
             "nacks": [n.as_dict() for n in self.nacks],
         }

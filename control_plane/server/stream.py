@@ -91,6 +91,7 @@ class AdsStream(ABC):
             self._state[kind].inflight = Inflight(nonce, plan.version, plan.target, snapshot, time.monotonic())
             self._state[kind].last_sent_version = plan.version
             await self._write(self._response(plan, nonce))
+            self._status.pushed(self._proxy, kind)
             metrics.PUSHES.labels(kind.short).inc()
             if self._pushed_snapshots.get(kind) != snapshot.version:
                 self._pushed_snapshots[kind] = snapshot.version
@@ -116,7 +117,9 @@ class AdsStream(ABC):
             self._status.nacked(self._proxy, kind, inflight.version, error, inflight.snapshot, accepted)
         else:
             state.acknowledge()
-            self._status.acked(self._proxy, kind, inflight.version, inflight.sent_at, inflight.snapshot)
+            self._status.acked(
+                self._proxy, kind, inflight.version, inflight.sent_at, inflight.snapshot, state.acked
+            )
 
     @abstractmethod
     def _handle(self, kind: ResourceType, request: Any) -> None:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any
 
@@ -14,6 +15,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser("status", help="show connected Envoys, their config versions and NACKs")
     parser.add_argument("--admin", default="http://127.0.0.1:19000", help="control plane admin URL")
     parser.add_argument("--json", action="store_true", help="print the raw status document")
+    parser.add_argument("--node", help="show only this Envoy (its node id)")
+    parser.add_argument("--diff", action="store_true", help="with --node: how its ACKed config differs from the latest")
     parser.set_defaults(run=run)
 
 
@@ -23,7 +26,67 @@ def fetch_status(admin: str, timeout: float = 5.0) -> dict[str, Any]:
         return data
 
 
+def fetch_node(admin: str, node: str, timeout: float = 5.0) -> dict[str, Any]:
+    url = admin.rstrip("/") + "/status/node?" + urllib.parse.urlencode({"node": node})
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
+            data: dict[str, Any] = json.load(response)
+            return data
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            detail = json.load(exc)
+            raise LookupError(f"{detail['error']}; connected: {', '.join(detail['connected']) or 'none'}") from None
+        raise
+
+
+def run_node(args: argparse.Namespace) -> int:
+    try:
+        node = fetch_node(args.admin, args.node)
+    except LookupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"error: cannot reach the control plane at {args.admin}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(node, sys.stdout, indent=2)
+        print()
+    else:
+        print(render_node(node, diff=args.diff))
+    return 1 if node["diff"] or node["nacked"] else 0
+
+
+def render_node(node: dict[str, Any], *, diff: bool) -> str:
+    lines = [f"node {node['node']} (cluster {node['cluster']}, {node['protocol']})"]
+    for kind in sorted(set(node["subscribed"]) | set(node["acked"])):
+        acked, latest = node["acked"].get(kind, "-"), node["latest"].get(kind, "-")
+        state = "in sync" if kind not in node["diff"] else "BEHIND"
+        waiting = node["unacked_seconds"].get(kind)
+        if waiting is not None:
+            state += f", push unACKed for {waiting:.0f}s"
+        lines.append(f"  {kind:4} acked {acked[:12]:12} latest {latest[:12]:12} {state}")
+        if kind in node["nacked"]:
+            lines.append(f"       NACK: {node['nacked'][kind]['error']}")
+    if diff:
+        if not node["diff"]:
+            lines.append("no difference: this node runs the latest config")
+        for kind, change in sorted(node["diff"].items()):
+            for name in change["added"]:
+                lines.append(f"{kind} + {name} (missing on the node)")
+            for name in change["removed"]:
+                lines.append(f"{kind} - {name} (the latest drops it)")
+            for name, text in change["changed"].items():
+                lines.append(f"{kind} ~ {name}")
+                lines.extend("    " + line for line in text.rstrip("\n").splitlines())
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.diff and not args.node:
+        print("error: --diff needs --node <node id>", file=sys.stderr)
+        return 2
+    if args.node:
+        return run_node(args)
     try:
         status = fetch_status(args.admin)
     except (urllib.error.URLError, OSError) as exc:
@@ -63,11 +126,15 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(line)
         for problem in (source.get("rejected") or {}).get("problems", []):
             lines.append(f"    {problem}")
-    lines.append(f"{'NODE':24} {'CLUSTER':12} {'CDS':8} {'EDS':8} {'LDS':8} {'RDS':8} STATE")
+    kinds = ["CDS", "EDS", "LDS", "RDS"] + (["SDS"] if any("SDS" in p["subscribed"] for p in status["proxies"]) else [])
+    lines.append(f"{'NODE':24} {'CLUSTER':12} " + " ".join(f"{k:8}" for k in kinds) + " STATE")
     for proxy in status["proxies"]:
         behind = _behind(proxy, status)
         state = "NACKED" if proxy["nacked"] else ("BEHIND " + ",".join(behind) if behind else "in sync")
-        versions = [proxy["acked"].get(kind, "-")[:8] for kind in ("CDS", "EDS", "LDS", "RDS")]
+        waiting = max(proxy.get("unacked_seconds", {}).values(), default=0.0)
+        if waiting >= 1:
+            state += f" (a push unACKed for {waiting:.0f}s)"
+        versions = [proxy["acked"].get(kind, "-")[:8] for kind in kinds]
         lines.append(f"{proxy['node']:24} {proxy['cluster']:12} " + " ".join(f"{v:8}" for v in versions) + f" {state}")
         for kind, nack in proxy["nacked"].items():
             lines.append(f"    {kind} NACK: {nack['error']}")

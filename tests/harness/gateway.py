@@ -71,7 +71,8 @@ class GatewayStack:
         if wait_path is not None:
             self.wait_status(wait_path, 200)
 
-    def start_envoy(self, node_id: str, *, cluster: str = "gateway") -> EnvoyProcess:
+    def start_envoy(self, node_id: str, *, cluster: str = "gateway", runtime: dict[str, Any] | None = None) -> EnvoyProcess:
+        """Another Envoy on this control plane; ``runtime`` replaces the stack's runtime layer."""
         admin_port = free_port()
         bootstrap = render_bootstrap(
             xds_host="127.0.0.1",
@@ -81,8 +82,9 @@ class GatewayStack:
             node_cluster=cluster,
             delta=self.delta,
         )
-        if self.envoy_runtime:
-            bootstrap["layered_runtime"] = {"layers": [{"name": "test", "static_layer": self.envoy_runtime}]}
+        layer = self.envoy_runtime if runtime is None else runtime
+        if layer:
+            bootstrap["layered_runtime"] = {"layers": [{"name": "test", "static_layer": layer}]}
         envoy = EnvoyProcess.start(bootstrap, log_dir=self.directory / "logs", admin_port=admin_port, name=f"envoy-{node_id}")
         if self.envoy is not None:
             self._extra_envoys.append(envoy)

@@ -271,8 +271,11 @@ async def test_boundary_burst(redis_url: str, algorithm: Algorithm, mode: Mode) 
             await at_offset(spec.window_ms, 1700)
             first_window = now_ms() // spec.window_ms
             first = await _burst(limiter.hit, spec, 100)
-            if now_ms() // spec.window_ms != first_window:
-                continue  # the first burst ran into the next window: timing lost, try again
+            if now_ms() // spec.window_ms != first_window or limiter.hybrid.lapsed_tokens:
+                # The first burst ran into the next window, or (hybrid, on a slow machine) it
+                # reached the window's end and reserved tokens lapsed unused, the documented
+                # under-admission: timing lost, try again.
+                continue
             await at_offset(spec.window_ms, 0)
             before = (now_ms() % spec.window_ms) / spec.window_ms
             second = await _burst(limiter.hit, spec, 100)
@@ -395,7 +398,10 @@ async def test_four_instances_exact_mode_admit_exactly_the_limit(redis_url: str,
     decisions = [d for per in results for d in per]
     assert {d.source for d in decisions} == {"redis"}
     assert sum(d.allowed for d in decisions) == 200
-    assert all(sum(d.allowed for d in per) > 0 for per in results)  # every instance got some
+    # Exact mode is first come, first served across instances (no share per instance):
+    # every instance got an answer for each hit, and each denial says the key is spent.
+    assert [len(per) for per in results] == [150] * len(limiters)
+    assert all(d.remaining == 0 and d.reset_after > 0 for d in decisions if not d.allowed)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)

@@ -105,6 +105,14 @@ class GatewayStack:
         temporary.write_text(yaml.safe_dump({"services": services}))
         temporary.replace(self.endpoints_path)
 
+    def configure_gateway(self, **fields: Any) -> None:
+        """Merge ``fields`` (camelCase, as in the file) into the control plane's ``gateway:``
+        block; before ``start``."""
+        path = self.control_plane.config_path
+        config = yaml.safe_load(path.read_text())
+        config["gateway"].update(fields)
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+
     def commit_routes(self, files: dict[str, list[dict[str, Any]] | str], message: str = "routes") -> str:
         for filename, docs in files.items():
             self.repo.write(filename, docs)

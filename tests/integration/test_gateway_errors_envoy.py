@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
@@ -61,10 +60,7 @@ ROUTES = [
 
 def gateway_stack(make_stack: StackFactory, **gateway: Any) -> GatewayStack:
     stack = make_stack(upstreams=("svc-a",))
-    config_path = stack.control_plane.config_path
-    config = yaml.safe_load(config_path.read_text())
-    config["gateway"].update(gateway)
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    stack.configure_gateway(**gateway)
     stack.commit_routes({"routes.yaml": ROUTES})
     stack.start(wait_path="/echo")
     return stack

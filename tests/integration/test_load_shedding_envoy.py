@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 import pytest
-import yaml
 
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Client, Reply
@@ -46,11 +45,7 @@ def concurrently(stack: GatewayStack, paths: list[str]) -> list[tuple[float, Rep
 
 def start_stack(make_stack: StackFactory, routes: list[dict[str, Any]], **gateway: Any) -> GatewayStack:
     stack = make_stack(upstreams=("svc-a",))
-    if gateway:
-        config_path = stack.control_plane.config_path
-        config = yaml.safe_load(config_path.read_text())
-        config["gateway"].update(gateway)
-        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    stack.configure_gateway(**gateway)
     stack.commit_routes({"r.yaml": routes})
     stack.start(wait_path="/critical")
     return stack

@@ -4,14 +4,17 @@ with upstreams that fail on command (examples/upstream/echo.py: `?status=`, `?de
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Client, Reply, wait_for
 from tests.harness.route_repo import route_doc
 from tests.harness.upstream import EchoUpstream
@@ -33,19 +36,26 @@ def cluster_stat(stack: Any, name: str, service: str = SERVICE) -> int:
     return value
 
 
-def test_a_failing_host_is_ejected_and_returns_after_the_ejection_time(make_stack: StackFactory, tmp_path: Path) -> None:
+@contextlib.contextmanager
+def two_hosts(make_stack: StackFactory, tmp_path: Path, **policy: Any) -> Iterator[tuple[GatewayStack, EchoUpstream]]:
+    """Service svc-a on two hosts, the stack's own and "svc-a-2" (the one tests make fail),
+    behind one route with ``policy``; yields the started stack and the second host."""
     stack = make_stack(upstreams=(SERVICE,))
     stack.start_upstreams()
-    healthy = stack.upstreams[SERVICE]
-    failing = EchoUpstream.start("svc-a-2", log_dir=tmp_path / "logs")
+    second = EchoUpstream.start("svc-a-2", log_dir=tmp_path / "logs")
     try:
-        stack.set_endpoints({SERVICE: [healthy.address, failing.address]})
-        stack.commit_routes({"r.yaml": [route_doc("svc", {
-            "match": {"pathPrefix": "/"},
-            "backends": [{"service": SERVICE, "port": 8080}],
-            "outlierDetection": {"consecutive5xx": 3, "interval": "1s", "baseEjection": "3s", "maxEjectionPercent": 50},
-        })]})
+        stack.set_endpoints({SERVICE: [stack.upstreams[SERVICE].address, second.address]})
+        route = {"match": {"pathPrefix": "/"}, "backends": [{"service": SERVICE, "port": 8080}], **policy}
+        stack.commit_routes({"r.yaml": [route_doc("svc", route)]})
         stack.start(wait_path="/x")
+        yield stack, second
+    finally:
+        second.stop()
+
+
+def test_a_failing_host_is_ejected_and_returns_after_the_ejection_time(make_stack: StackFactory, tmp_path: Path) -> None:
+    policy = {"outlierDetection": {"consecutive5xx": 3, "interval": "1s", "baseEjection": "3s", "maxEjectionPercent": 50}}
+    with two_hosts(make_stack, tmp_path, **policy) as (stack, failing):
         client = stack.client()
         wait_for(lambda: client.request("/x").upstream == "svc-a-2", 10, "both hosts in rotation")
 
@@ -66,28 +76,16 @@ def test_a_failing_host_is_ejected_and_returns_after_the_ejection_time(make_stac
         assert 2.5 <= returned <= 6.0, (returned, back_after)
         assert cluster_stat(stack, "outlier_detection.ejections_active") == 0
         assert admin_fail(failing, "GET")["failing"] is None
-    finally:
-        failing.stop()
 
 
 def test_a_host_over_the_failure_percentage_is_ejected(make_stack: StackFactory, tmp_path: Path) -> None:
     """Failure-percentage ejection alone (consecutive 5xx set out of reach): judged at
     each interval tick on the share of failed requests."""
-    stack = make_stack(upstreams=(SERVICE,))
-    stack.start_upstreams()
-    healthy = stack.upstreams[SERVICE]
-    failing = EchoUpstream.start("svc-a-2", log_dir=tmp_path / "logs")
-    try:
-        stack.set_endpoints({SERVICE: [healthy.address, failing.address]})
-        stack.commit_routes({"r.yaml": [route_doc("svc", {
-            "match": {"pathPrefix": "/"},
-            "backends": [{"service": SERVICE, "port": 8080}],
-            "outlierDetection": {
-                "consecutive5xx": 1000, "interval": "1s", "baseEjection": "30s", "maxEjectionPercent": 50,
-                "failurePercentage": {"threshold": 50, "minimumHosts": 2, "requestVolume": 5},
-            },
-        })]})
-        stack.start(wait_path="/x")
+    policy = {"outlierDetection": {
+        "consecutive5xx": 1000, "interval": "1s", "baseEjection": "30s", "maxEjectionPercent": 50,
+        "failurePercentage": {"threshold": 50, "minimumHosts": 2, "requestVolume": 5},
+    }}
+    with two_hosts(make_stack, tmp_path, **policy) as (stack, failing):
         client = stack.client()
         wait_for(lambda: client.request("/x").upstream == "svc-a-2", 10, "both hosts in rotation")
 
@@ -101,8 +99,6 @@ def test_a_host_over_the_failure_percentage_is_ejected(make_stack: StackFactory,
         replies = [client.request("/x") for _ in range(30)]
         assert all(r.status == 200 and r.upstream == SERVICE for r in replies), [r.status for r in replies]
         assert cluster_stat(stack, "outlier_detection.ejections_enforced_consecutive_5xx") == 0
-    finally:
-        failing.stop()
 
 
 def _timed(client: Client, path: str) -> tuple[float, Reply]:
@@ -198,19 +194,10 @@ def test_routes_contradicting_a_shared_cluster_are_quarantined_by_name(make_stac
 
 
 def test_active_health_checks_take_a_failing_host_out_and_bring_it_back(make_stack: StackFactory, tmp_path: Path) -> None:
-    stack = make_stack(upstreams=(SERVICE,))
-    stack.start_upstreams()
-    healthy = stack.upstreams[SERVICE]
-    failing = EchoUpstream.start("svc-a-2", log_dir=tmp_path / "logs")
-    try:
-        stack.set_endpoints({SERVICE: [healthy.address, failing.address]})
-        stack.commit_routes({"r.yaml": [route_doc("svc", {
-            "match": {"pathPrefix": "/"},
-            "backends": [{"service": SERVICE, "port": 8080}],
-            "healthCheck": {"path": "/health", "interval": "200ms", "timeout": "100ms",
-                            "healthyThreshold": 1, "unhealthyThreshold": 2},
-        })]})
-        stack.start(wait_path="/x")
+    policy = {"healthCheck": {
+        "path": "/health", "interval": "200ms", "timeout": "100ms", "healthyThreshold": 1, "unhealthyThreshold": 2,
+    }}
+    with two_hosts(make_stack, tmp_path, **policy) as (stack, failing):
         wait_for(lambda: cluster_stat(stack, "membership_healthy") == 2, 10, "both hosts pass their health checks")
 
         admin_fail(failing, "POST")
@@ -223,5 +210,3 @@ def test_active_health_checks_take_a_failing_host_out_and_bring_it_back(make_sta
         admin_fail(failing, "DELETE")
         wait_for(lambda: cluster_stat(stack, "membership_healthy") == 2, 5, "the host healthy again", 0.05)
         wait_for(lambda: client.request("/x").upstream == "svc-a-2", 5, "the host back in rotation")
-    finally:
-        failing.stop()

@@ -12,7 +12,6 @@ import ssl
 from pathlib import Path
 
 import pytest
-import yaml
 
 from control_plane.translator.tls import HSTS_VALUE
 from tests.harness.gateway import GatewayStack
@@ -49,11 +48,9 @@ def https_get(port: int, context: ssl.SSLContext, path: str = "/tls") -> tuple[i
 def tls_stack(make_stack: StackFactory, tmp_path: Path) -> tuple[GatewayStack, Path]:
     cert, key = write_self_signed(tmp_path / "certs")
     stack = make_stack(upstreams=(SERVICE,))
-    config_path = stack.control_plane.config_path
-    config = yaml.safe_load(config_path.read_text())
     # Relative paths resolve from the config file's directory, like every other path there.
-    config["gateway"]["tls"] = {"certFile": str(cert), "keyFile": os.path.relpath(key, config_path.parent)}
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    relative_key = os.path.relpath(key, stack.control_plane.config_path.parent)
+    stack.configure_gateway(tls={"certFile": str(cert), "keyFile": relative_key})
     route = route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})
     stack.commit_routes({"r.yaml": [route]})
     stack.start()
@@ -144,10 +141,7 @@ def test_a_rotated_secret_volume_is_served_without_a_restart(make_stack: StackFa
     volume.mkdir()
     first = secret_volume_version(volume, "..2026_12_03_v1")
     stack = make_stack(upstreams=(SERVICE,), delta=protocol == "delta")
-    config_path = stack.control_plane.config_path
-    config = yaml.safe_load(config_path.read_text())
-    config["gateway"]["tls"] = {"certFile": str(volume / "tls.crt"), "keyFile": str(volume / "tls.key")}
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    stack.configure_gateway(tls={"certFile": str(volume / "tls.crt"), "keyFile": str(volume / "tls.key")})
     stack.commit_routes({"r.yaml": [route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
     stack.start()
 
@@ -172,10 +166,7 @@ def test_a_missing_certificate_is_an_sds_nack_naming_the_path(make_stack: StackF
     the file, and no listener half-configured with TLS starts serving."""
     missing = tmp_path / "nowhere"
     stack = make_stack(upstreams=(SERVICE,))
-    config_path = stack.control_plane.config_path
-    config = yaml.safe_load(config_path.read_text())
-    config["gateway"]["tls"] = {"certFile": str(missing / "tls.crt"), "keyFile": str(missing / "tls.key")}
-    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    stack.configure_gateway(tls={"certFile": str(missing / "tls.crt"), "keyFile": str(missing / "tls.key")})
     stack.commit_routes({"r.yaml": [route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
     stack.start(wait_path=None)
 

@@ -20,18 +20,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
-def fetch_status(admin: str, timeout: float = 5.0) -> dict[str, Any]:
-    with urllib.request.urlopen(admin.rstrip("/") + "/status", timeout=timeout) as response:  # noqa: S310
+def _get_json(admin: str, path: str, timeout: float) -> dict[str, Any]:
+    with urllib.request.urlopen(admin.rstrip("/") + path, timeout=timeout) as response:  # noqa: S310
         data: dict[str, Any] = json.load(response)
         return data
 
 
+def fetch_status(admin: str, timeout: float = 5.0) -> dict[str, Any]:
+    return _get_json(admin, "/status", timeout)
+
+
 def fetch_node(admin: str, node: str, timeout: float = 5.0) -> dict[str, Any]:
-    url = admin.rstrip("/") + "/status/node?" + urllib.parse.urlencode({"node": node})
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310
-            data: dict[str, Any] = json.load(response)
-            return data
+        return _get_json(admin, "/status/node?" + urllib.parse.urlencode({"node": node}), timeout)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             detail = json.load(exc)

@@ -32,6 +32,7 @@ from control_plane.heap import collector_paused
 from control_plane.model.conflicts import Conflict, resolve_conflicts
 from control_plane.model.route import Route
 from control_plane.proxy_status import ProxyStatus
+from control_plane.server.ads import SERVICE_NAME as ADS_SERVICE
 from control_plane.server.ads import build_server
 from control_plane.sources.base import RouteSet
 from control_plane.sources.git import GitSettings, GitSource
@@ -49,6 +50,7 @@ from control_plane.translator.tls import TlsSettings
 from control_plane.admin_api import admin_routes
 from gatehouse.admin_http import AdminServer
 from gatehouse.audit import AuditSink
+from gatehouse.grpc_serving import GrpcServing
 from telemetry.audit_output import AuditChannel
 
 log = structlog.get_logger(component="control_plane")
@@ -176,8 +178,10 @@ class ControlPlane:
 
     async def _serve(self) -> None:
         grpc_server = build_server(self.cache, self.status, self.config.xds.address)
+        # gRPC health says what /readyz says: NOT_SERVING until the first full sync is published.
+        serving = GrpcServing(grpc_server, [ADS_SERVICE], self.readiness, what="xds")
         admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=admin_routes(self))
-        await grpc_server.start()
+        await serving.start()
         await admin.start()
         log.info("control_plane_started", xds=self.config.xds.address, admin=self.config.admin.address)
         try:
@@ -198,7 +202,7 @@ class ControlPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             await admin.stop()
-            await grpc_server.stop(grace=1.0)
+            await serving.stop(grace=1.0)
 
     async def _await_first_sync(self, source: GitSource) -> None:
         """A first commit that was rejected still completes the first sync (with no routes)."""

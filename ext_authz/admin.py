@@ -11,6 +11,10 @@ Errors: INVALID_ARGUMENT names the field and the rule (never the value); UNAVAIL
 means Redis could not be written or read (nothing was changed, or the change is unknown:
 retrying is safe, every write is idempotent).
 
+The server also answers the standard health (grpc.health.v1, SERVING while it is up) and
+reflection services; those two need no credential, since probes carry none and neither
+reveals nor changes a revocation.
+
 The server is plain gRPC: bind it to loopback or a private network.
 """
 
@@ -36,6 +40,7 @@ from gatehouse.audit import (
     AuditSink,
     Detail,
 )
+from gatehouse.grpc_serving import PUBLIC_SERVICES, GrpcServing, always_ready, service_full_name
 from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2 as pb
 from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2_grpc
 
@@ -47,6 +52,7 @@ MAX_LIST_LIMIT = 10_000
 _MAX_REASON_CHARS = 256
 _UNAUTHENTICATED = "a valid admin credential is required"
 _KINDS: dict[Kind, pb.EntryKind] = {"jti": pb.ENTRY_KIND_REVOKED_JTI, "sub": pb.ENTRY_KIND_BLOCKED_SUBJECT}
+SERVICE_NAME = service_full_name(pb.DESCRIPTOR, "RevocationAdmin")
 
 
 class CredentialError(ValueError):
@@ -89,7 +95,7 @@ def _printable(value: str, limit: int) -> bool:
 
 
 class _CredentialInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Guards every method: nothing runs without the credential."""
+    """Guards every RevocationAdmin method: none runs without the credential."""
 
     def __init__(self, credential: str, audit: AuditSink) -> None:
         self._digest = hashlib.sha256(credential.encode()).digest()
@@ -108,6 +114,9 @@ class _CredentialInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     async def intercept_service(
         self, continuation: Callable[[Any], Awaitable[Any]], handler_call_details: Any
     ) -> Any:
+        service = str(handler_call_details.method).lstrip("/").partition("/")[0]
+        if service in PUBLIC_SERVICES:
+            return await continuation(handler_call_details)
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return None  # UNIMPLEMENTED: every RevocationAdmin method is unary
@@ -251,15 +260,16 @@ def _entry_message(entry: Entry) -> pb.Entry:
 class RevocationAdminServer:
     """A built (not yet started) admin server; ``port`` is the bound port."""
 
-    def __init__(self, server: Any, port: int) -> None:
+    def __init__(self, server: Any, port: int, serving: GrpcServing) -> None:
         self.server = server
         self.port = port
+        self._serving = serving
 
     async def start(self) -> None:
-        await self.server.start()
+        await self._serving.start()
 
     async def stop(self, grace: float = 1.0) -> None:
-        await self.server.stop(grace)
+        await self._serving.stop(grace)
 
 
 def build_admin_server(
@@ -275,10 +285,11 @@ def build_admin_server(
     )
     service = RevocationAdminService(mirror, audit)
     revocation_pb2_grpc.add_RevocationAdminServicer_to_server(service, server)  # type: ignore[no-untyped-call]
+    serving = GrpcServing(server, [SERVICE_NAME], always_ready, what="ext_authz_admin")
     try:
         port = server.add_insecure_port(address)
     except RuntimeError as exc:
         raise OSError(f"admin API: cannot listen on {address}: {exc}") from None
     if port == 0:
         raise OSError(f"admin API: cannot listen on {address}")
-    return RevocationAdminServer(server, port)
+    return RevocationAdminServer(server, port, serving)

@@ -1,7 +1,8 @@
 """The ext_authz process: keys, verifier, revocation mirror, the gRPC services, /metrics.
 
 Readiness (GET /readyz on the metrics port) means: every issuer has usable keys, and the
-revocation mirror (if configured) has completed its first sync.
+revocation mirror (if configured) has completed its first sync. The gRPC health service
+(grpc.health.v1) on the Authorization port follows it (see gatehouse/grpc_serving.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import grpc
 import structlog
-from envoy.service.auth.v3 import external_auth_pb2_grpc
+from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
 
 from ext_authz import metrics
 from ext_authz.admin import build_admin_server, read_credential
@@ -25,6 +26,7 @@ from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
 from gatehouse.admin_http import AdminServer
 from gatehouse.audit import AuditSink
+from gatehouse.grpc_serving import GrpcServing, service_full_name
 from telemetry.audit_output import AuditChannel
 
 log = structlog.get_logger(component="ext_authz")
@@ -33,6 +35,7 @@ log = structlog.get_logger(component="ext_authz")
 # accepted until exp + leeway), plus this margin for clock differences.
 GRACE_MARGIN = 60.0
 AUDIT_WINDOW = 10.0
+SERVICE_NAME = service_full_name(external_auth_pb2.DESCRIPTOR, "Authorization")
 
 
 class ExtAuthz:
@@ -83,6 +86,7 @@ class ExtAuthz:
                 server.add_insecure_port(config.listen)
             except RuntimeError as exc:
                 raise OSError(f"cannot listen for ext_authz on {config.listen}: {exc}") from exc
+            serving = GrpcServing(server, [SERVICE_NAME], self.readiness, what="ext_authz")
             http = AdminServer(config.metrics.listen, readiness=self.readiness)
             admin = None
             if config.admin is not None:
@@ -90,7 +94,7 @@ class ExtAuthz:
                     raise ValueError("admin: needs revocation: (the admin API manages revocations)")
                 credential = read_credential(config.resolve(config.admin.credential_file))
                 admin = build_admin_server(self.mirror, self.audit, credential, config.admin.listen)
-            await server.start()
+            await serving.start()
             await http.start()
             if admin is not None:
                 await admin.start()
@@ -106,7 +110,7 @@ class ExtAuthz:
                 if admin is not None:
                     await admin.stop()
                 await http.stop()
-                await server.stop(grace=1.0)
+                await serving.stop(grace=1.0)
                 if self.mirror is not None:
                     await self.mirror.stop()
                 for keys in self.keys:

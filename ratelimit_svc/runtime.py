@@ -2,7 +2,8 @@
 
 Readiness (GET /readyz on the metrics port): the first policy table has arrived. Redis
 is not part of readiness: with Redis down each limit follows its onStoreFailure policy,
-which is the point of having one.
+which is the point of having one. The gRPC health service (grpc.health.v1) on the
+RateLimitService port follows it (see gatehouse/grpc_serving.py).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import gc
 
 import grpc
 import structlog
-from envoy.service.ratelimit.v3 import rls_pb2_grpc
+from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 
 from gatehouse.admin_http import AdminServer
+from gatehouse.grpc_serving import GrpcServing, service_full_name
 from ratelimit_svc.config import RateLimitConfig
 from ratelimit_svc.hybrid import HybridSettings
 from ratelimit_svc.limiter import Limiter
@@ -22,6 +24,8 @@ from ratelimit_svc.policy_source import PolicySource
 from ratelimit_svc.service import PolicyTable, RateLimitService
 
 log = structlog.get_logger(component="ratelimit")
+
+SERVICE_NAME = service_full_name(rls_pb2.DESCRIPTOR, "RateLimitService")
 
 
 class RateLimitProcess:
@@ -54,9 +58,10 @@ class RateLimitProcess:
             server.add_insecure_port(config.listen)
         except RuntimeError as exc:
             raise OSError(f"cannot listen for ratelimit on {config.listen}: {exc}") from exc
+        serving = GrpcServing(server, [SERVICE_NAME], self.readiness, what="ratelimit")
         http = AdminServer(config.metrics.listen, readiness=self.readiness)
         policies = asyncio.create_task(self.policies.run(), name="policies")
-        await server.start()
+        await serving.start()
         await http.start()
         log.info("ratelimit_started", listen=config.listen, redis=_redacted(config.redis.url))
         gc.collect()
@@ -65,7 +70,7 @@ class RateLimitProcess:
             await asyncio.Event().wait()
         finally:
             policies.cancel()
-            await server.stop(grace=1.0)
+            await serving.stop(grace=1.0)
             await limiter.close()  # hybrid: unused reserved tokens go back
             await http.stop()
 

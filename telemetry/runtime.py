@@ -4,6 +4,8 @@ Readiness (GET /readyz on the metrics port): the ALS gRPC server is listening. K
 not part of readiness: telemetry runs as a sidecar, and an unready sidecar would take
 the whole gateway pod out of service over a log pipeline. Kafka trouble shows in the
 ``/readyz`` text, in ``gatehouse_telemetry_kafka_errors_total`` and in the drop counters.
+The gRPC health service (grpc.health.v1) on the ALS port follows readiness (see
+gatehouse/grpc_serving.py).
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from pathlib import Path
 
 import grpc
 import structlog
-from envoy.service.accesslog.v3 import als_pb2_grpc
+from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 
 from gatehouse.admin_http import AdminServer
+from gatehouse.grpc_serving import GrpcServing, service_full_name
 from telemetry.als import AccessLogService
 from telemetry.audit_output import kafka_audit_sink
 from telemetry.audit_sink import KafkaAuditSink
@@ -26,6 +29,8 @@ from telemetry.producer import ProducerFactory, aiokafka_factory
 from telemetry.writers import AccessLogPipeline, EventWriter, KafkaAccessWriter, LinesWriter
 
 log = structlog.get_logger(component="telemetry")
+
+SERVICE_NAME = service_full_name(als_pb2.DESCRIPTOR, "AccessLogService")
 
 
 def access_producer_factory(kafka: KafkaSink) -> ProducerFactory:
@@ -87,14 +92,16 @@ class TelemetryProcess:
             server.add_insecure_port(config.listen)
         except RuntimeError as exc:
             raise OSError(f"cannot listen for access logs on {config.listen}: {exc}") from exc
+        serving = GrpcServing(server, [SERVICE_NAME], self.readiness, what="telemetry")
         http = AdminServer(config.metrics.listen, readiness=self.readiness)
         await self.writer.start()
         pipeline = asyncio.create_task(
             AccessLogPipeline(self.buffer, self.writer, batch_size=config.buffer.batch_size).run(), name="access-log"
         )
-        await server.start()
+        await serving.start()
         await http.start()
         self.listening = True
+        await serving.refresh()  # SERVING now, not at the next poll
         log.info("telemetry_started", listen=config.listen, sink=_sink_name(config))
         gc.collect()
         gc.freeze()
@@ -102,7 +109,7 @@ class TelemetryProcess:
             await asyncio.Event().wait()
         finally:
             self.listening = False
-            await server.stop(grace=1.0)
+            await serving.stop(grace=1.0)
             pipeline.cancel()
             try:
                 await pipeline

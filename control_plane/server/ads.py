@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
-from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from envoy.service.discovery.v3 import ads_pb2, ads_pb2_grpc, discovery_pb2
 
 from control_plane.cache.watcher import ConfigWatcher
 from control_plane.proxy_status import ProxyStatus
 from control_plane.server.delta import DeltaStream
 from control_plane.server.sotw import SotwStream
+from gatehouse.grpc_serving import service_full_name
+
+SERVICE_NAME = service_full_name(ads_pb2.DESCRIPTOR, "AggregatedDiscoveryService")
+"""What the health and reflection services call ADS."""
 
 # A 10,000-route RouteConfiguration is several megabytes; gRPC's default cap is 4 MiB.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024

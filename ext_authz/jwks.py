@@ -21,6 +21,7 @@ the good keys (pyjwt#1162). Here:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import math
 import os
@@ -37,6 +38,7 @@ import jwt
 import structlog
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from ext_authz import metrics
 from ext_authz.config import Issuer
 from ext_authz.errors import TokenError, UnavailableError
 
@@ -250,8 +252,15 @@ class IssuerKeys:
         self.refresh_at = -math.inf
         """Clock time of the next background refresh."""
         self.fetches = 0
+        """Fetches started; each ends as one of the three below (or is cancelled at shutdown)."""
+        self.fetches_ok = 0
+        """A document was read and its keys installed."""
+        self.fetches_not_modified = 0
+        """HTTP 304 or an unchanged file: the keys were confirmed as they are."""
         self.fetch_errors = 0
+        """Failed (HTTP error, timeout, not JSON, no usable key...): the previous keys were kept."""
         self.unknown_kid_refetches = 0
+        self._fetch_seconds = metrics.JWKS_FETCH_SECONDS.labels(issuer.issuer)
         self.keys_ignored = 0
         """Entries of the last loaded document that were not usable signing keys."""
 
@@ -301,7 +310,9 @@ class IssuerKeys:
     async def refresh(self) -> bool:
         """Fetch now, or join the fetch in flight. True when the keys were (re)confirmed."""
         if self._inflight is None or self._inflight.done():
-            self._inflight = asyncio.get_running_loop().create_task(self._fetch())
+            # A fresh context: the fetch is shared by every check waiting for it, so its log
+            # lines must not carry the request id of the check that happened to start it.
+            self._inflight = asyncio.get_running_loop().create_task(self._fetch(), context=contextvars.Context())
         return await asyncio.shield(self._inflight)
 
     async def key_for(self, kid: str | None, alg: str) -> jwt.PyJWK:
@@ -353,6 +364,7 @@ class IssuerKeys:
 
     async def _fetch(self) -> bool:
         self.fetches += 1
+        started = time.perf_counter()
         try:
             result = await self._source.fetch(self._version)
             if result.document is not None:
@@ -362,8 +374,14 @@ class IssuerKeys:
                 self._install(keys, ignored)
             self._version = result.version
             self._confirmed(result.max_age)
+            if result.document is not None:
+                self.fetches_ok += 1
+            else:
+                self.fetches_not_modified += 1
+            self._fetch_seconds.observe(time.perf_counter() - started)
             return True
         except Exception as exc:  # noqa: BLE001 - a failure of any kind keeps the keys we have
+            self._fetch_seconds.observe(time.perf_counter() - started)
             self._failed(exc)
             return False
 

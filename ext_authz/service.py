@@ -4,6 +4,12 @@ A check is: verify the bearer token (cached for repeats), consult the local revo
 mirror (no Redis round trip), apply the route's requirements, and answer OK with the
 identity headers or a JSON denial. Everything on this path is in memory except a JWKS
 refetch for an unknown kid, which is rate-limited.
+
+Logs: every line logged while a check runs (an audit line for a denial when audit events go
+to the log, ``claims_not_forwarded``...) carries ``request_id``, Envoy's ``x-request-id``,
+bound once per check with structlog's contextvars (``gatehouse/logs.py`` merges them). No
+line carries the token, a claim value other than the subject and jti of a verified token, or
+a key: errors name a ``reason`` code and a fixed message.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 import grpc
 import structlog
 from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
+from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ext_authz import metrics
 from ext_authz.claim_headers import claim_headers
@@ -30,7 +37,10 @@ from gatehouse.audit import AuditSink
 log = structlog.get_logger(component="ext_authz")
 
 USER_ID_HEADER = "x-user-id"
+REQUEST_ID_HEADER = "x-request-id"
 RESPONSE_CACHE_SIZE = 10_000
+MAX_LOGGED_REQUEST_ID = 200
+"""A client may send its own x-request-id (Envoy keeps it): logs keep this many characters."""
 
 
 class Authorizer:
@@ -82,14 +92,20 @@ class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # typ
     ) -> external_auth_pb2.CheckResponse:
         attributes = request.attributes
         headers = attributes.request.http.headers
+        request_id = headers.get(REQUEST_ID_HEADER, "")
+        # This task's context only (grpc.aio runs each RPC in its own task); reset all the same.
+        bound = bind_contextvars(request_id=request_id[:MAX_LOGGED_REQUEST_ID])
         try:
-            identity, token = await self._authorizer.decide(headers, attributes.context_extensions)
-        except AuthzError as exc:
-            metrics.DECISIONS.labels("deny", exc.reason).inc()
-            self._audit.denied(exc, attributes.context_extensions.get("route", ""))
-            return denied(exc, headers.get("x-request-id", ""))
-        self._allowed.inc()
-        return self._allowed_response(token.token_hash, token.issuer, identity)
+            try:
+                identity, token = await self._authorizer.decide(headers, attributes.context_extensions)
+            except AuthzError as exc:
+                metrics.DECISIONS.labels("deny", exc.reason).inc()
+                self._audit.denied(exc, attributes.context_extensions.get("route", ""))
+                return denied(exc, request_id)
+            self._allowed.inc()
+            return self._allowed_response(token.token_hash, token.issuer, identity)
+        finally:
+            reset_contextvars(**bound)
 
     def _allowed_response(self, token_hash: bytes, issuer: str, identity: dict[str, str]) -> external_auth_pb2.CheckResponse:
         """OK responses depend only on the token: built once per token, then reused."""

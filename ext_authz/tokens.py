@@ -244,7 +244,13 @@ class TokenVerifier:
         self._cache: TokenCache[_Cached] = TokenCache(cache_size, max_age=cache_max_age, max_bytes=cache_max_bytes)
         self._failures: TokenCache[tuple[str, str]] = TokenCache(FAILURE_CACHE_SIZE, max_age=FAILURE_CACHE_SECONDS)
         self.cache_hits = 0
+        """Checks answered from the verified-token cache (no signature check)."""
+        self.failure_hits = 0
+        """Checks answered from the failure cache: a token string already refused for a stable reason."""
+        self.cache_misses = 0
+        """Checks in neither cache: the token was parsed and checked from scratch."""
         self.verifications = 0
+        """Signature checks made (a miss that got as far as the key)."""
 
     async def verify(self, authorization: str | None) -> VerifiedToken:
         token = _credentials(authorization, self._max_token_bytes)
@@ -256,7 +262,9 @@ class TokenVerifier:
             return cached.token
         failed = self._failures.get(digest, now)
         if failed is not None:
+            self.failure_hits += 1
             raise TokenError(*failed)
+        self.cache_misses += 1
         try:
             verified, kid, policy = await self._verify_new(token, digest)
         except TokenError as exc:
@@ -267,6 +275,11 @@ class TokenVerifier:
             digest, _Cached(verified, policy.keys, kid), expires_at=verified.expires_at, now=self._clock(), size=len(token)
         )
         return verified
+
+    @property
+    def cache_entries(self) -> int:
+        """Verified tokens held in the cache now."""
+        return len(self._cache)
 
     async def _verify_new(self, token: str, digest: bytes) -> tuple[VerifiedToken, str | None, _Policy]:
         _check_segments(token)

@@ -190,7 +190,8 @@ class HybridStore:
 
     def _lapse(self, b: _Bucket) -> None:
         self.lapsed_tokens += b.tokens
-        metrics.for_limit(b.spec.id).lapsed_tokens.inc(b.tokens)
+        if (bound := metrics.existing(b.spec.id)) is not None:
+            bound.lapsed_tokens.inc(b.tokens)
         b.tokens = 0
 
     def _sweep(self) -> None:
@@ -225,4 +226,5 @@ class HybridStore:
         async with gate, asyncio.timeout(self.settings.release_timeout):
             given = await self._backend.release(b.spec, b.key, tag=b.tag, tokens=tokens, instance=self.instance_id)
         self.released_tokens += given
-        metrics.for_limit(b.spec.id).released_tokens.inc(given)
+        if (bound := metrics.existing(b.spec.id)) is not None:
+            bound.released_tokens.inc(given)

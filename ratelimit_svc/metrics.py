@@ -112,6 +112,12 @@ def for_limit(limit_id: str) -> LimitMetrics:
     return bound
 
 
+def existing(limit_id: str) -> LimitMetrics | None:
+    """The limit's metric children if it still has them: bookkeeping that trails a removed
+    limit (tokens lapsing or given back later) must not bring its series back."""
+    return _BOUND.get(limit_id)
+
+
 def forget(limit_id: str) -> None:
     """Drop a removed limit's series, so configuration churn does not grow /metrics forever."""
     bound = _BOUND.pop(limit_id, None)

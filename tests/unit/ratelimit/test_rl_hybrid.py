@@ -253,3 +253,23 @@ async def test_calls_per_decision_at_a_steady_rate() -> None:
     ratio = backend.reserves / decisions
     assert ratio <= 0.05
     assert ratio == pytest.approx(0.01, abs=0.002)
+
+
+async def test_tokens_of_a_removed_limit_lapse_without_bringing_its_metrics_back() -> None:
+    from prometheus_client import REGISTRY
+
+    from ratelimit_svc import metrics
+
+    clock = FakeClock()
+    backend = CountingBackend(clock)
+    [store] = instances(1, clock, backend)
+    s = spec("fixedWindow", 100, 1000)
+    assert (await store.hit(s, "k")).allowed
+    assert store.held_tokens() > 0
+    metrics.forget(s.id)  # the limit was removed from the config
+    await store.close()  # gives its tokens back
+    series = [
+        sample for family in REGISTRY.collect() for sample in family.samples if sample.labels.get("limit") == s.id
+    ]
+    assert series == [], series
+    assert store.released_tokens > 0

@@ -11,6 +11,7 @@ import pytest
 from tests.harness.binaries import require_binary
 from tests.harness.envoy import envoy_binary
 from tests.harness.gateway import GatewayStack
+from tests.harness.redis import RedisServer
 
 StackFactory = Callable[..., GatewayStack]
 
@@ -36,3 +37,13 @@ def protocol(request: pytest.FixtureRequest) -> str:
     """Run a test once over state-of-the-world ADS and once over delta ADS."""
     value: str = request.param
     return value
+
+
+@pytest.fixture
+def redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """One redis-server (Debian's) on a free loopback port, for this test only."""
+    server = RedisServer.start(log_dir=tmp_path / "redis")
+    try:
+        yield server
+    finally:
+        server.stop()

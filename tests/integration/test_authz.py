@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +33,6 @@ ROUTES = [
     route_doc("admin", {"match": {"pathPrefix": "/admin"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"roles": ["admin"]}}),
     route_doc("public", {"match": {"pathPrefix": "/public"}, "backends": [{"service": "svc-b", "port": 8080}], "auth": {"required": False}}),
 ]
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer.start(log_dir=tmp_path / "redis")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def issuer_config(issuer: TestIssuer, jwks: dict[str, Any]) -> dict[str, Any]:

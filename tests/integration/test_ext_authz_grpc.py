@@ -209,15 +209,6 @@ def issuer_entry(issuer: TestIssuer, jwks_file: Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer.start(log_dir=tmp_path / "redis")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def services() -> Iterator[list[ExtAuthzProcess]]:
     started: list[ExtAuthzProcess] = []
     yield started

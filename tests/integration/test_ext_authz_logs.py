@@ -22,7 +22,7 @@ from tests.harness.ext_authz import REPO_ROOT, ExtAuthzProcess
 from tests.harness.http_client import wait_for
 from tests.harness.issuer import TestIssuer
 from tests.harness.redis import RedisServer
-from tests.integration.test_ext_authz_grpc import check_request, issuer_entry, redis, services  # noqa: F401 - fixtures
+from tests.integration.test_ext_authz_grpc import check_request, issuer_entry, services  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.redis
 

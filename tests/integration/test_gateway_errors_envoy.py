@@ -25,7 +25,7 @@ from tests.harness.ports import free_port
 from tests.harness.route_repo import route_doc
 from tests.harness.redis import RedisServer
 from tests.integration.conftest import StackFactory
-from tests.integration.test_ratelimit_envoy import limited, redis, start  # noqa: F401 - redis is a fixture
+from tests.integration.test_ratelimit_envoy import limited, start
 
 pytestmark = pytest.mark.envoy
 

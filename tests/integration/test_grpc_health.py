@@ -164,15 +164,6 @@ def processes() -> Iterator[list[ManagedProcess]]:
         process.stop()
 
 
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer.start(log_dir=tmp_path / "redis")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def unsynced_control_plane(directory: Path, extra: dict[str, Any] | None = None) -> tuple[ControlPlaneProcess, RouteRepo]:
     """A control plane whose Git repo has no commit yet: it cannot finish its first sync."""
     require_binary("git", "apt-get install git")

@@ -34,7 +34,7 @@ from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 from tests.harness.telemetry import TelemetryServiceProcess
 from tests.integration.conftest import StackFactory
-from tests.integration.test_authz import authz_stack, bearer, redis  # noqa: F401 - redis is a fixture
+from tests.integration.test_authz import authz_stack, bearer
 from tests.integration.test_changes import route
 from tests.integration.test_ratelimit_envoy import limited, start
 

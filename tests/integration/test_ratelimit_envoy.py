@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,6 @@ from tests.harness.ratelimit import RateLimitServiceProcess
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 from tests.integration.conftest import StackFactory
-
-
-@pytest.fixture
-def redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer.start(log_dir=tmp_path / "redis")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def limited(name: str, path: str, limits: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:

@@ -501,10 +501,10 @@ class RevocationMirror:
         reason = str(cause) if isinstance(cause, StoreUnavailable) else f"{type(cause).__name__}: {cause}"
         degraded = self._state.mark_lost(reason)
         if degraded or not self._failing:
-            log.warning("revocation.unavailable", state=self._state.state, reason=reason, policy=self._state.policy)
+            log.warning("revocation_unavailable", state=self._state.state, reason=reason, policy=self._state.policy)
         self._failing = True
         if not isinstance(cause, StoreUnavailable):
-            log.error("revocation.unexpected_error", error=reason, exc_info=cause)
+            log.error("revocation_unexpected_error", error=reason, exc_info=cause)
         self._publish_state()
 
     async def _resync(self) -> None:
@@ -528,9 +528,9 @@ class RevocationMirror:
         if repaired and self._state.ready:  # the first load repairs nothing
             self._repairs += repaired
             metrics.REVOCATION_REPAIRS.inc(repaired)
-            log.info("revocation.resync_repaired", entries=repaired)
+            log.info("revocation_resync_repaired", entries=repaired)
         if self._state.mark_synced(started):
-            log.info("revocation.in_sync", revoked=len(fresh.revoked), blocked=len(fresh.blocked))
+            log.info("revocation_in_sync", revoked=len(fresh.revoked), blocked=len(fresh.blocked))
         self._failing = False
         self._ready.set()
         self._publish_state()

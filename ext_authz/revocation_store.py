@@ -182,7 +182,7 @@ class _RedisSubscription:
         try:
             return decode_change(message["data"])
         except (ValueError, UnicodeDecodeError) as exc:
-            log.warning("revocation.bad_message", error=str(exc))
+            log.warning("revocation_bad_message", error=str(exc))
             return None
 
     async def ping(self) -> None:
@@ -255,7 +255,7 @@ class RedisRevocationStore:
                 try:
                     expires_at = _stored_time(kind, raw)
                 except (ValueError, UnicodeDecodeError):
-                    log.warning("revocation.bad_entry", key=key[:300].decode(errors="replace"))
+                    log.warning("revocation_bad_entry", key=key[:300].decode(errors="replace"))
                     continue
                 into.append(Entry(kind, key[len(base) :].decode(errors="replace"), expires_at))
                 if limit is not None and len(into) >= limit:

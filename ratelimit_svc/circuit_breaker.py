@@ -137,4 +137,4 @@ class CircuitBreaker:
             return
         metrics.circuit_transition(self.name, old, new)
         event = log.warning if new == "open" else log.info
-        event("ratelimit.circuit", breaker=self.name, old=old, new=new, reason=reason)
+        event("ratelimit_circuit", breaker=self.name, old=old, new=new, reason=reason)

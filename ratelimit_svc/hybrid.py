@@ -219,7 +219,7 @@ class HybridStore:
         results = await asyncio.gather(*(self._release(b, gate) for b in live), return_exceptions=True)
         failed = [r for r in results if isinstance(r, BaseException)]
         if failed:
-            log.warning("ratelimit.release_failed", buckets=len(failed), error=str(failed[0])[:300])
+            log.warning("ratelimit_release_failed", buckets=len(failed), error=str(failed[0])[:300])
 
     async def _release(self, b: _Bucket, gate: asyncio.Semaphore) -> None:
         tokens, b.tokens = b.tokens, 0

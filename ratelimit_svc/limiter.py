@@ -117,7 +117,7 @@ class Limiter:
             if bound.fallback:
                 bound.fallback = False
                 bound.fallback_gauge.set(0)
-                log.info("ratelimit.fallback_ended", limit=spec.id)
+                log.info("ratelimit_fallback_ended", limit=spec.id)
         return self._account(spec, answer, bound)
 
     async def refund(self, spec: LimitSpec, key: str, decision: Decision, cost: int = 1) -> None:
@@ -138,14 +138,14 @@ class Limiter:
                 await self.redis.refund(spec, key, tag=decision.tag, cost=cost)
             except StoreError as exc:
                 metrics.for_limit(spec.id).redis_error(exc.reason)
-                log.info("ratelimit.refund_failed", limit=spec.id, reason=exc.reason)
+                log.info("ratelimit_refund_failed", limit=spec.id, reason=exc.reason)
 
     def _fallback(self, spec: LimitSpec, key: str, cost: int, bound: metrics.LimitMetrics, exc: StoreError) -> Decision:
         policy = spec.on_store_failure
         if not bound.fallback:
             bound.fallback = True
             bound.fallback_gauge.set(1)
-            log.warning("ratelimit.fallback", limit=spec.id, policy=policy, reason=exc.reason, error=exc.message)
+            log.warning("ratelimit_fallback", limit=spec.id, policy=policy, reason=exc.reason, error=exc.message)
         bound.fallback_decision(policy)
         if policy == "local":
             return self.local.hit_now(spec, key, cost)

@@ -171,7 +171,7 @@ class RedisStore:
             self.breaker.failure()
             error = convert(exc)
             if isinstance(error, StoreFault):
-                log.error("ratelimit.redis_fault", limit=spec.id, op=op, error=error.message)
+                log.error("ratelimit_redis_fault", limit=spec.id, op=op, error=error.message)
             raise error from exc
         self.breaker.success()
         return reply

@@ -129,7 +129,7 @@ def test_every_transition_is_logged_and_counted() -> None:
         clock.now += 1.0
         breaker.acquire()
         breaker.success()
-    moves = [(e["old"], e["new"]) for e in logs if e["event"] == "ratelimit.circuit"]
+    moves = [(e["old"], e["new"]) for e in logs if e["event"] == "ratelimit_circuit"]
     assert moves == [
         ("closed", "open"), ("open", "half_open"), ("half_open", "open"), ("open", "half_open"), ("half_open", "closed"),
     ]

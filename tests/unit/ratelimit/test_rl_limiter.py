@@ -82,7 +82,7 @@ async def test_fallback_is_logged_once_per_transition(down: Limiter) -> None:
     with capture_logs() as logs:
         for _ in range(5):
             await down.hit(s, "k")
-    fallbacks = [e for e in logs if e["event"] == "ratelimit.fallback"]
+    fallbacks = [e for e in logs if e["event"] == "ratelimit_fallback"]
     assert len(fallbacks) == 1
     assert fallbacks[0]["limit"] == s.id and fallbacks[0]["policy"] == "local"
 
@@ -98,7 +98,7 @@ async def test_recovers_when_the_store_answers_again(down: Limiter, monkeypatch:
     monkeypatch.setattr(down.redis, "hit", healthy)
     with capture_logs() as logs:
         assert await down.hit(s, "k") is answer
-    assert [e["event"] for e in logs] == ["ratelimit.fallback_ended"]
+    assert [e["event"] for e in logs] == ["ratelimit_fallback_ended"]
     assert sample("gatehouse_ratelimit_fallback_active", s) == 0
 
 

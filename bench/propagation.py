@@ -468,7 +468,8 @@ def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[st
     directory = workdir / f"routes-{count}"
     poll_interval = args.poll_interval if args.mode == "poll" else "600s"
     stack = GatewayStack(directory, upstreams=SERVICES, delta=args.delta, poll_interval=poll_interval)
-    result: dict[str, Any] = {"routes": count, "files": routes.files, "workdir": str(directory)}
+    stack.configure_gateway(routeStats=not args.no_route_stats)
+    result: dict[str, Any] = {"routes": count, "files": routes.files, "workdir": str(directory), "route_stats": not args.no_route_stats}
     profiler: Profiler | None = None
     try:
         started = time.monotonic()
@@ -562,6 +563,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--poll-interval", default="100ms", help="the Git source's pollInterval in poll mode (default: %(default)s)")
     parser.add_argument("--routes-per-file", type=int, default=100, help="routes per YAML file (default: %(default)s)")
     parser.add_argument("--delta", action="store_true", help="Envoy uses delta ADS instead of state of the world")
+    parser.add_argument("--no-route-stats", action="store_true", help="gateway.routeStats: false (no per-route Envoy stats)")
     parser.add_argument("--poll-gap-ms", type=float, default=0.0, help="pause between Envoy polls; 0 = back to back (default)")
     parser.add_argument("--settle-ms", type=float, default=200.0, help="pause after each change before the next; poll mode adds a random 0..poll-interval (default: %(default)s)")
     parser.add_argument("--change-timeout", type=float, default=120.0, help="give up on one change after this many seconds")

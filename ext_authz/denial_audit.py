@@ -30,7 +30,8 @@ class DenialAudit:
         self._seen: Counter[str] = Counter()
         self._suppressed: Counter[str] = Counter()
 
-    def denied(self, error: AuthzError, route: str) -> None:
+    def denied(self, error: AuthzError, route: str, request_id: str = "") -> None:
+        """``request_id`` ties the event to the access-log line and the denial body."""
         self._roll()
         if error.subject is None:
             self._seen[error.reason] += 1
@@ -44,7 +45,7 @@ class DenialAudit:
                 subject=error.subject,
                 jti=error.jti,
                 reason=error.reason,
-                details={"route": route, "status": error.status},
+                details={"route": route, "status": error.status, "request_id": request_id},
             )
         )
 

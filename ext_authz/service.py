@@ -100,7 +100,7 @@ class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # typ
                 identity, token = await self._authorizer.decide(headers, attributes.context_extensions)
             except AuthzError as exc:
                 metrics.DECISIONS.labels("deny", exc.reason).inc()
-                self._audit.denied(exc, attributes.context_extensions.get("route", ""))
+                self._audit.denied(exc, attributes.context_extensions.get("route", ""), request_id[:MAX_LOGGED_REQUEST_ID])
                 return denied(exc, request_id)
             self._allowed.inc()
             return self._allowed_response(token.token_hash, token.issuer, identity)

@@ -216,7 +216,7 @@ async def test_a_missing_or_invalid_token_is_401_and_audited_without_identity(h:
     [event] = h.denials()
     assert event.actor == "ext_authz" and event.reason == reason
     assert event.subject is None and event.jti is None, "an unverified token's sub/jti never reach the audit trail"
-    assert dict(event.details) == {"route": "shop/orders", "status": 401}
+    assert dict(event.details) == {"route": "shop/orders", "status": 401, "request_id": "req-7"}
     if authorization is not None:
         assert_no_secrets(event, authorization.removeprefix("Bearer "))
 
@@ -242,7 +242,7 @@ async def test_a_revoked_token_is_401_revoked_even_when_cached(h: Harness, mirro
     assert decisions("deny", "revoked") == before + 1
     [event] = h.denials()
     assert (event.subject, event.jti, event.reason) == ("user-1", "jti-revoke-me", "revoked")
-    assert dict(event.details) == {"route": "shop/orders", "status": 401}
+    assert dict(event.details) == {"route": "shop/orders", "status": 401, "request_id": "req-r"}
     assert_no_secrets(event, token)
     # Another token of the same subject is unaffected.
     ok_headers(await h.check(bearer(rsa_key().sign(claims(jti="jti-other")))))
@@ -315,7 +315,7 @@ async def test_a_requirement_failure_is_403(h: Harness, extensions: dict[str, st
     assert decisions("deny", reason) == before + 1
     [event] = h.denials()
     assert (event.subject, event.jti, event.reason) == ("user-1", "jti-1", reason)
-    assert dict(event.details) == {"route": "shop/orders", "status": 403}
+    assert dict(event.details) == {"route": "shop/orders", "status": 403, "request_id": "req-1"}
     assert_no_secrets(event, token)
 
 

@@ -3,7 +3,8 @@
 - ``POST /sync``: fetch every Git source now (a webhook target); ``?wait=0`` returns at once;
 - ``GET /status``: sources, quarantined routes, connected Envoys, ACKed versions, NACKs;
 - ``GET /config``: the current resources as Envoy JSON (``?type=RDS``, ``?cluster=<group>``);
-- ``GET /status/node?node=<id>``: one proxy, and how its ACKed config differs from the latest.
+- ``GET /status/node?node=<id>[&diff=1]``: one proxy; with ``diff=1``, how its ACKed config
+  differs from the latest.
 
 Bind it to a private address: it changes nothing but sync timing, and shows route
 config, which is not secret but is internal.
@@ -11,6 +12,7 @@ config, which is not secret but is internal.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -74,13 +76,11 @@ def admin_routes(plane: ControlPlane) -> list[web.RouteDef]:
         latest = plane.cache.current(proxy.group) or plane.cache.current("*")
         if latest is None:
             return web.json_response({"error": "no snapshot yet"}, status=503)
-        return web.json_response(
-            {
-                **plane.status.describe(proxy),
-                "latest": {kind.short: version for kind, version in latest.versions.items()},
-                "diff": node_diff(proxy, latest),
-            }
-        )
+        body = {**plane.status.describe(proxy), "latest": {kind.short: version for kind, version in latest.versions.items()}}
+        if request.query.get("diff") == "1":
+            # Rendering and diffing a large route table is CPU work: off the event loop.
+            body["diff"] = await asyncio.to_thread(node_diff, proxy, latest)
+        return web.json_response(body)
 
     return [
         web.post("/sync", sync),

@@ -16,6 +16,8 @@ Relative paths are taken from the config file's directory.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Annotated
 
@@ -178,6 +180,12 @@ class ControlPlaneConfig(Model):
     def resolve(self, path: str) -> Path:
         candidate = Path(path).expanduser()
         return candidate if candidate.is_absolute() else (Path(self.base_dir) / candidate).resolve()
+
+    def absolute(self, path: str) -> str:
+        """Like ``resolve`` but keeps symlinks: Envoy must watch a Secret volume's stable
+        ``tls.crt`` → ``..data/`` links, not the timestamped directory they point at today."""
+        candidate = Path(path).expanduser()
+        return str(candidate if candidate.is_absolute() else Path(os.path.abspath(Path(self.base_dir) / candidate)))
 
     def repo_location(self, repo: str) -> str:
         """Local repository paths are resolved like files; URLs pass through."""

@@ -95,6 +95,12 @@ class ProxyStatus:
     def pushed(self, proxy: Proxy, kind: ResourceType) -> None:
         proxy.unacked_since.setdefault(kind.short, time.monotonic())
 
+    def caught_up(self, proxy: Proxy, kind: ResourceType) -> None:
+        """The proxy runs the latest of ``kind`` without a new push (a refused change was
+        reverted): nothing is waiting, and an old NACK no longer describes it."""
+        proxy.unacked_since.pop(kind.short, None)
+        proxy.nacked.pop(kind.short, None)
+
     def connected(self, node_id: str, group: str, protocol: str) -> Proxy:
         proxy = Proxy(next(self._ids), node_id, group, protocol)
         self.proxies[proxy.stream_id] = proxy

@@ -86,7 +86,7 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         server_header=gateway.server_header,
         tls=None
         if gateway.tls is None
-        else TlsSettings(str(config.resolve(gateway.tls.cert_file)), str(config.resolve(gateway.tls.key_file))),
+        else TlsSettings(config.absolute(gateway.tls.cert_file), config.absolute(gateway.tls.key_file)),
         route_stats=gateway.route_stats,
         shedding=None
         if gateway.load_shedding is None

@@ -79,19 +79,28 @@ class AdsStream(ABC):
         if snapshot is None:
             return
         for kind in ResourceType:
-            if self._state[kind].requested:
+            state = self._state[kind]
+            if state.requested and (state.wildcard or state.names or kind.wildcard):
                 self._proxy.subscribed.add(kind.short)
+            else:
+                self._proxy.subscribed.discard(kind.short)
             plan = self._state.plan(kind, snapshot)
-            # Planning may adopt a state without sending (a subscription shrank); show it.
-            if self._state[kind].acked_version:
-                self._proxy.acked[kind.short] = self._state[kind].acked_version
+            # Planning may adopt a state without sending (a subscription shrank, a delta
+            # resume); show it, resources included (never mutated in place: shared safely).
+            if state.acked_version:
+                self._proxy.acked[kind.short] = state.acked_version
+                self._proxy.resources[kind.short] = state.acked
             if plan is None:
+                if state.in_sync:
+                    # e.g. a refused change reverted: current again without a new push.
+                    self._status.caught_up(self._proxy, kind)
                 continue
             nonce = str(next(self._nonces))
-            self._state[kind].inflight = Inflight(nonce, plan.version, plan.target, snapshot, time.monotonic())
-            self._state[kind].last_sent_version = plan.version
-            await self._write(self._response(plan, nonce))
+            state.inflight = Inflight(nonce, plan.version, plan.target, snapshot, time.monotonic())
+            state.last_sent_version = plan.version
+            # Before the write: its ACK may be handled while the write awaits.
             self._status.pushed(self._proxy, kind)
+            await self._write(self._response(plan, nonce))
             metrics.PUSHES.labels(kind.short).inc()
             if self._pushed_snapshots.get(kind) != snapshot.version:
                 self._pushed_snapshots[kind] = snapshot.version

@@ -47,6 +47,8 @@ class TypeState:
     inflight: Inflight | None = None
     last_sent_version: str = ""
     nacked_version: str = ""
+    in_sync: bool = False
+    """The last plan found the client already at the latest (nothing to send, nothing refused)."""
 
     def subscribed(self, name: str) -> bool:
         return self.wildcard or name in self.names
@@ -98,6 +100,7 @@ class StreamState:
             return None
         target = self._target(kind, snapshot)
         version = set_version(target.values())
+        state.in_sync = version == state.acked_version
         if version == state.acked_version:
             if _current_in(target, snapshot.of(kind)):
                 # Same resources in a newer snapshot: point at it, so an old snapshot (and
@@ -117,6 +120,7 @@ class StreamState:
             # first wildcard request is always answered: Envoy's start-up waits for it.
             state.acked = target
             state.acked_version = version
+            state.in_sync = True
             return None
         return Plan(kind, version, target, changed, removed)
 

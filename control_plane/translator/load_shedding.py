@@ -8,7 +8,8 @@ Two mechanisms, both Envoy's own:
   A flood of ``normal``/``low`` requests that fills the service's bulkhead is answered 503
   (``upstream_overflow``) while critical traffic to the same service keeps its own
   connections and request slots. Envoy has only these two priorities, so ``critical`` and
-  ``high`` share the protected pool.
+  ``high`` share the protected pool. The pools are counted apart: with both full, the
+  service sees up to twice its ``circuitBreaker`` limits (documented for sizing).
 - **A latency-driven concurrency limit for ``low`` routes** (``gateway.loadShedding``, off
   unless set). Envoy's adaptive concurrency filter sits in the chain and every route that
   is not ``low`` switches it off for itself (Envoy cannot switch a filter *on* per route

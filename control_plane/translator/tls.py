@@ -72,7 +72,10 @@ def downstream_tls_context() -> dict[str, Any]:
                 "cipher_suites": list(CIPHER_SUITES),
             },
             "tls_certificate_sds_secret_configs": [
-                {"name": SECRET_NAME, "sds_config": {"ads": {}, "resource_api_version": "V3"}}
+                # No fetch deadline: a listener whose certificate Envoy cannot load keeps
+                # warming (the previous listener serves) instead of going live after 15 s and
+                # resetting every connection.
+                {"name": SECRET_NAME, "sds_config": {"ads": {}, "resource_api_version": "V3", "initial_fetch_timeout": "0s"}}
             ],
             "alpn_protocols": list(ALPN_PROTOCOLS),
         },

@@ -30,9 +30,10 @@ def fetch_status(admin: str, timeout: float = 5.0) -> dict[str, Any]:
     return _get_json(admin, "/status", timeout)
 
 
-def fetch_node(admin: str, node: str, timeout: float = 5.0) -> dict[str, Any]:
+def fetch_node(admin: str, node: str, *, diff: bool = False, timeout: float = 30.0) -> dict[str, Any]:
+    query = {"node": node, **({"diff": "1"} if diff else {})}
     try:
-        return _get_json(admin, "/status/node?" + urllib.parse.urlencode({"node": node}), timeout)
+        return _get_json(admin, "/status/node?" + urllib.parse.urlencode(query), timeout)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             detail = json.load(exc)
@@ -42,7 +43,7 @@ def fetch_node(admin: str, node: str, timeout: float = 5.0) -> dict[str, Any]:
 
 def run_node(args: argparse.Namespace) -> int:
     try:
-        node = fetch_node(args.admin, args.node)
+        node = fetch_node(args.admin, args.node, diff=args.diff)
     except LookupError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -54,14 +55,22 @@ def run_node(args: argparse.Namespace) -> int:
         print()
     else:
         print(render_node(node, diff=args.diff))
-    return 1 if node["diff"] or node["nacked"] else 0
+    return 1 if _node_behind(node) or node["nacked"] else 0
+
+
+def _node_behind(node: dict[str, Any]) -> list[str]:
+    """Types whose diff is not empty, or (without --diff) whose ACKed version is not the latest."""
+    if "diff" in node:
+        return sorted(node["diff"])
+    return [kind for kind in node["subscribed"] if node["acked"].get(kind) != node["latest"].get(kind)]
 
 
 def render_node(node: dict[str, Any], *, diff: bool) -> str:
     lines = [f"node {node['node']} (cluster {node['cluster']}, {node['protocol']})"]
+    behind = _node_behind(node)
     for kind in sorted(set(node["subscribed"]) | set(node["acked"])):
         acked, latest = node["acked"].get(kind, "-"), node["latest"].get(kind, "-")
-        state = "in sync" if kind not in node["diff"] else "BEHIND"
+        state = "BEHIND" if kind in behind else "in sync"
         waiting = node["unacked_seconds"].get(kind)
         if waiting is not None:
             state += f", push unACKed for {waiting:.0f}s"

@@ -73,7 +73,12 @@ def test_status_shows_the_envoy_that_nacked_and_diffs_it_against_the_latest(make
     same = gatehouse_status(stack, "--node", "gateway-0", "--diff")
     assert same.returncode == 0 and "no difference" in same.stdout, same.stdout + same.stderr
 
-    raw: dict[str, Any] = json.loads(gatehouse_status(stack, "--node", "strict-0", "--json").stdout)
+    # Without --diff: versions only (cheap), still flagged.
+    brief = gatehouse_status(stack, "--node", "strict-0")
+    assert brief.returncode == 1 and "RDS" in brief.stdout and "BEHIND" in brief.stdout, brief.stdout
+    assert "virtual host" not in brief.stdout
+
+    raw: dict[str, Any] = json.loads(gatehouse_status(stack, "--node", "strict-0", "--json", "--diff").stdout)
     assert set(raw["diff"]) == {"RDS"} and raw["diff"]["RDS"]["added"] == [] and raw["diff"]["RDS"]["removed"] == []
     unknown = gatehouse_status(stack, "--node", "nobody")
     assert unknown.returncode == 2 and "no connected proxy with node id 'nobody'" in unknown.stderr

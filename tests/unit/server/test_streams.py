@@ -339,6 +339,32 @@ async def test_an_rds_nack_is_recorded_not_resent_and_a_later_snapshot_goes_out(
     await envoy.close()
 
 
+async def test_a_refused_change_reverted_clears_the_nack_and_the_waiting_push(protocol: str) -> None:
+    """Back to what Envoy runs: nothing is sent (same version), and nothing is waiting any more."""
+    config = Config()
+    cache, status = SnapshotCache(), ProxyStatus()
+    start = config.snapshot("orders", "payments")
+    cache.set_snapshot(start)
+    envoy = await connect(protocol, cache, status)
+    proxy = only_proxy(status)
+    assert proxy.unacked_since == {}, "everything ACKed"
+    assert set(proxy.resources["RDS"]) == set(start.routes)
+
+    envoy.nack_next[RDS] = "refused"
+    cache.set_snapshot(config.snapshot("orders", "payments", "inventory"))
+    await envoy.settle()
+    assert "RDS" in proxy.nacked and "RDS" in proxy.unacked_since
+    assert status.oldest_unacked("RDS") > 0
+
+    mark = len(envoy.received)
+    cache.set_snapshot(config.snapshot("orders", "payments"))  # the revert: Envoy's own routes again
+    await envoy.settle()
+    assert envoy.responses(mark, RDS) == [], "nothing to send"
+    assert "RDS" not in proxy.nacked and "RDS" not in proxy.unacked_since
+    assert status.oldest_unacked("RDS") == 0
+    await envoy.close()
+
+
 def with_cluster_timeout(snapshot: Snapshot, name: str, seconds: int) -> Snapshot:
     """The same config with one cluster's body changed (its references and routes unchanged)."""
     clusters = dict(snapshot.clusters)

@@ -87,7 +87,7 @@ def test_tls_listener() -> None:
     # watched_directory and pick up a rotated pair.
     assert "tls_certificates" not in common
     assert common["tls_certificate_sds_secret_configs"] == [
-        {"name": SECRET_NAME, "sds_config": {"ads": {}, "resource_api_version": "V3"}}
+        {"name": SECRET_NAME, "sds_config": {"ads": {}, "resource_api_version": "V3", "initial_fetch_timeout": "0s"}}
     ]
     first = chain["filters"][0]["typed_config"]["http_filters"][0]
     assert first["name"] == HSTS_FILTER
@@ -120,6 +120,21 @@ def test_a_listener_without_its_secret_is_an_inconsistent_snapshot() -> None:
     assert Snapshot.build(**parts, secrets=translation.secrets).inconsistencies() == []
     [problem] = Snapshot.build(**parts).inconsistencies()
     assert SECRET_NAME in problem
+
+
+def test_relative_paths_keep_a_secret_volumes_links(tmp_path: Path) -> None:
+    """certs/tls.crt → ..data/tls.crt → ..2026_v1/tls.crt: Envoy must watch certs/, where
+    the kubelet swaps ..data, not the timestamped directory that disappears on rotation."""
+    volume = tmp_path / "certs"
+    write_self_signed(volume / "..2026_v1")
+    (volume / "..data").symlink_to("..2026_v1")
+    (volume / "tls.crt").symlink_to("..data/tls.crt")
+    (volume / "tls.key").symlink_to("..data/tls.key")
+    config = ControlPlaneConfig.model_validate(
+        {"gateway": {"tls": {"certFile": "certs/tls.crt", "keyFile": "certs/tls.key"}}, "sources": {}, "base_dir": str(tmp_path)}
+    )
+    settings = gateway_settings(config, config.gateway)
+    assert settings.tls == TlsSettings(str(volume / "tls.crt"), str(volume / "tls.key"))
 
 
 def test_config_paths_resolve_from_the_config_directory(tmp_path: Path) -> None:

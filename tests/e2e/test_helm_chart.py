@@ -261,6 +261,7 @@ def test_helm_lint_is_clean(tools: KubeTools, helm_home: Path, variant: str) -> 
         (["--set", "gateway.maxRequestHeadersKb=8193"], "maxRequestHeadersKb"),
         (["--set", "gateway.maxRequestBodyBytes=-1"], "maxRequestBodyBytes"),
         (["--set", "gateway.maxRequestBodyBytes=10MB"], "maxRequestBodyBytes"),
+        (["--set-string", "gateway.routeStats=yes"], "routeStats"),
         (["--set-json", "gateway.tls.secretName=3"], "secretName"),
         (["--set", "gateway.tls.secretName=Gateway_Cert"], "secretName"),
         (["--set", "gateway.tls.subPath=tls.crt"], "subPath"),
@@ -762,6 +763,7 @@ def test_gateway_limits_tls_and_load_shedding_reach_the_control_plane_and_envoy(
     values = [
         *SIDECARS_ON,  # sidecars too: the key must reach the envoy container and no other
         "--set", "gateway.maxRequestHeadersKb=16,gateway.maxRequestBodyBytes=1048576,gateway.tls.secretName=gw-cert",
+        "--set", "gateway.routeStats=false",
         "--set-json", 'gateway.loadShedding={"latencyTarget":"200ms","maxConcurrency":64}',
     ]  # fmt: skip
     docs = objects(template(tools, helm_home, *values))
@@ -772,6 +774,7 @@ def test_gateway_limits_tls_and_load_shedding_reach_the_control_plane_and_envoy(
     config = load_config(config_file)
     gateway = config.gateway
     assert (gateway.max_request_headers_kb, gateway.max_request_body_bytes) == (16, 1_048_576)
+    assert gateway.route_stats is False
     assert gateway.tls is not None and gateway.load_shedding is not None
     assert (gateway.tls.cert_file, gateway.tls.key_file) == (f"{GATEWAY_TLS_DIR}/tls.crt", f"{GATEWAY_TLS_DIR}/tls.key")
     assert (gateway.load_shedding.latency_target, gateway.load_shedding.max_concurrency) == (200, 64)
@@ -806,7 +809,10 @@ def test_gateway_limits_tls_and_load_shedding_reach_the_control_plane_and_envoy(
     # Secret volume.
     docs = objects(template(tools, helm_home))
     raw = yaml.safe_load(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
-    assert raw["gateway"] == {"listenerAddress": "0.0.0.0", "listenerPort": 8080, "maxRequestHeadersKb": 60, "maxRequestBodyBytes": 10_485_760}
+    assert raw["gateway"] == {
+        "listenerAddress": "0.0.0.0", "listenerPort": 8080, "maxRequestHeadersKb": 60, "maxRequestBodyBytes": 10_485_760,
+        "routeStats": True,
+    }
     config_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
     config = load_config(config_file)
     assert config.gateway.tls is None and config.gateway.load_shedding is None

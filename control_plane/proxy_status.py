@@ -10,7 +10,6 @@ import functools
 import itertools
 import time
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,7 +62,7 @@ class Proxy:
     subscribed: set[str] = field(default_factory=set)
     """Types this client asked for (Envoy: CDS/EDS/LDS/RDS; ratelimit_svc: RLS)."""
     resources: dict[str, dict[str, Resource]] = field(default_factory=dict)
-    """Per type, the resources of the version it ACKed (for ``status --node X --diff``)."""
+    """Per type, what it runs: the stream's own ACKed map, shared (for ``status --node X --diff``)."""
     unacked_since: dict[str, float] = field(default_factory=dict)
     """Per type, since when (monotonic) a push has waited for its ACK: refused or slow."""
 
@@ -120,13 +119,10 @@ class ProxyStatus:
         version: str,
         pushed_at: float,
         snapshot: Snapshot,
-        resources: Mapping[str, Resource] | None = None,
     ) -> None:
         proxy.acked[kind.short] = version
         proxy.nacked.pop(kind.short, None)
         proxy.unacked_since.pop(kind.short, None)
-        if resources is not None:
-            proxy.resources[kind.short] = dict(resources)
         metrics.ACKS.labels(kind.short).inc()
         metrics.PUSH_TO_ACK.labels(kind.short).observe(time.monotonic() - pushed_at)
         for listener in self.listeners:

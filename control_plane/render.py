@@ -11,8 +11,7 @@ from google.protobuf import json_format
 
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
-from control_plane.translator.messages import Cluster, ClusterLoadAssignment, Listener, RouteConfiguration
-from control_plane.translator.tls import Secret
+from control_plane.translator.messages import Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, Secret
 from gatehouse.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 _MESSAGES = {

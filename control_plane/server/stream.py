@@ -86,7 +86,7 @@ class AdsStream(ABC):
                 self._proxy.subscribed.discard(kind.short)
             plan = self._state.plan(kind, snapshot)
             # Planning may adopt a state without sending (a subscription shrank, a delta
-            # resume); show it, resources included (never mutated in place: shared safely).
+            # resume); show it. The resources map is shared, not copied: readers copy it.
             if state.acked_version:
                 self._proxy.acked[kind.short] = state.acked_version
                 self._proxy.resources[kind.short] = state.acked
@@ -126,9 +126,7 @@ class AdsStream(ABC):
             self._status.nacked(self._proxy, kind, inflight.version, error, inflight.snapshot, accepted)
         else:
             state.acknowledge()
-            self._status.acked(
-                self._proxy, kind, inflight.version, inflight.sent_at, inflight.snapshot, state.acked
-            )
+            self._status.acked(self._proxy, kind, inflight.version, inflight.sent_at, inflight.snapshot)
 
     @abstractmethod
     def _handle(self, kind: ResourceType, request: Any) -> None:

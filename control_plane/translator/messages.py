@@ -26,6 +26,7 @@ from envoy.extensions.filters.network.http_connection_manager.v3 import http_con
 from envoy.extensions.path.match.uri_template.v3 import uri_template_match_pb2  # noqa: F401
 from envoy.extensions.path.rewrite.uri_template.v3 import uri_template_rewrite_pb2  # noqa: F401
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2  # noqa: F401
+from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2  # noqa: F401
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -39,6 +40,7 @@ RouteConfiguration = route_pb2.RouteConfiguration
 VirtualHost = route_components_pb2.VirtualHost
 RouteEntry = route_components_pb2.Route
 HttpConnectionManager = http_connection_manager_pb2.HttpConnectionManager
+Secret = secret_pb2.Secret
 
 
 def type_url(message: type[Message]) -> str:

@@ -22,13 +22,13 @@ from control_plane.translator.ext_authz import ext_authz_cluster
 from control_plane.translator.coverage import unenforced
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
 from control_plane.translator.listeners import http_listener
-from control_plane.translator.messages import Cluster, parse
+from control_plane.translator.messages import Cluster, Secret, parse
 from control_plane.translator import wire
 from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, ClusterRef
 from control_plane.translator.ratelimit import ratelimit_cluster, route_policy
 from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
 from control_plane.translator.settings import GatewaySettings
-from control_plane.translator.tls import SECRET_NAME, Secret, tls_secret
+from control_plane.translator.tls import SECRET_NAME, tls_secret
 
 log = structlog.get_logger(component="translator")
 

@@ -231,8 +231,8 @@ def _action(route: Route, rewrite: dict[str, Any], settings: GatewaySettings) ->
         action["weighted_clusters"] = {
             "clusters": [{"name": ref.name, "weight": b.weight} for ref, b in zip(refs, spec.backends) if b.weight > 0]
         }
-    if routing_priority(spec.priority) != "DEFAULT":
-        action["priority"] = routing_priority(spec.priority)
+    if (priority := routing_priority(spec.priority)) != "DEFAULT":
+        action["priority"] = priority
     action["timeout"] = format_duration_ms(request_timeout_ms(route))
     if spec.timeouts.idle is not None:
         action["idle_timeout"] = format_duration_ms(spec.timeouts.idle)

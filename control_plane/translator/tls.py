@@ -20,13 +20,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2  # noqa: F401  (registers DownstreamTlsContext)
-
 from control_plane.translator.request_limits import HEADER_MUTATION_TYPE
 
 DOWNSTREAM_TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
 SECRET_NAME = "gatehouse-tls"
-Secret = secret_pb2.Secret
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 HSTS_FILTER = "gatehouse.hsts"
 HSTS_HEADER = "strict-transport-security"

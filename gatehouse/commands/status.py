@@ -41,23 +41,6 @@ def fetch_node(admin: str, node: str, *, diff: bool = False, timeout: float = 30
         raise
 
 
-def run_node(args: argparse.Namespace) -> int:
-    try:
-        node = fetch_node(args.admin, args.node, diff=args.diff)
-    except LookupError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (urllib.error.URLError, OSError) as exc:
-        print(f"error: cannot reach the control plane at {args.admin}: {exc}", file=sys.stderr)
-        return 2
-    if args.json:
-        json.dump(node, sys.stdout, indent=2)
-        print()
-    else:
-        print(render_node(node, diff=args.diff))
-    return 1 if _node_behind(node) or node["nacked"] else 0
-
-
 def _node_behind(node: dict[str, Any]) -> list[str]:
     """Types whose diff is not empty, or (without --diff) whose ACKed version is not the latest."""
     if "diff" in node:
@@ -95,19 +78,25 @@ def run(args: argparse.Namespace) -> int:
     if args.diff and not args.node:
         print("error: --diff needs --node <node id>", file=sys.stderr)
         return 2
-    if args.node:
-        return run_node(args)
     try:
-        status = fetch_status(args.admin)
+        document = fetch_node(args.admin, args.node, diff=args.diff) if args.node else fetch_status(args.admin)
+    except LookupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except (urllib.error.URLError, OSError) as exc:
         print(f"error: cannot reach the control plane at {args.admin}: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(status, sys.stdout, indent=2)
+        json.dump(document, sys.stdout, indent=2)
         print()
-        return 0
-    print(render_status(status))
-    behind = [p for p in status["proxies"] if _behind(p, status) or p["nacked"]]
+        if not args.node:
+            return 0  # the raw document; no verdict
+    else:
+        print(render_node(document, diff=args.diff) if args.node else render_status(document))
+    if args.node:
+        behind = bool(_node_behind(document) or document["nacked"])
+    else:
+        behind = any(_behind(p, document) or p["nacked"] for p in document["proxies"])
     return 1 if behind else 0
 
 

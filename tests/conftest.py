@@ -1,8 +1,26 @@
-"""Options shared by every test directory."""
+"""Options and guards shared by every test directory.
+
+Every Gatehouse service the suite starts runs the loop watchdog (gatehouse/loop_watchdog.py)
+and writes each stall to one directory; a test during which a stall is reported fails,
+and so does the session if one arrives after the last test. A test that must allow a
+longer stall gives its process a larger ``GATEHOUSE_LOOP_WATCHDOG`` and says why.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+from gatehouse import loop_watchdog
+
+_REPORTS = Path(tempfile.mkdtemp(prefix="gatehouse-loop-stalls-"))
+_seen: set[tuple[str, int]] = set()
+_between_tests: list[dict[str, object]] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -12,3 +30,55 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="rewrite translator golden files from the current output and delete stale ones",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault(loop_watchdog.SETTING, "on")
+    os.environ[loop_watchdog.REPORT_DIR] = str(_REPORTS)
+
+
+def _new_stalls() -> list[dict[str, object]]:
+    found = []
+    for path in sorted(_REPORTS.glob("*.jsonl")):
+        for number, line in enumerate(path.read_text().splitlines()):
+            if (path.name, number) not in _seen:
+                _seen.add((path.name, number))
+                found.append(json.loads(line))
+    return found
+
+
+def _describe(stalls: list[dict[str, object]]) -> str:
+    parts = []
+    for stall in stalls:
+        stack = "".join(str(frame) for frame in list(stall.get("stack") or [])[-6:])  # type: ignore[call-overload]
+        parts.append(
+            f"{stall['service']} (pid {stall['pid']}) held its event loop {stall['held_ms']} ms "
+            f"(threshold {stall['threshold_ms']} ms): {stall['culprit']}\n{stack}"
+        )
+    return "\n".join(parts)
+
+
+@pytest.fixture(autouse=True)
+def _no_event_loop_stalls() -> Iterator[None]:
+    _between_tests.extend(_new_stalls())  # reported between tests: the session check fails them
+    yield
+    stalls = _new_stalls()
+    if stalls:
+        pytest.fail("a service blocked its event loop during this test:\n" + _describe(stalls), pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stalls = _between_tests + _new_stalls()
+    if stalls:
+        session.config.stash[_late_stalls] = _describe(stalls)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_late_stalls = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    late = terminalreporter.config.stash.get(_late_stalls, "")
+    if late:
+        terminalreporter.section("event loop stalls reported between tests or after the last one")
+        terminalreporter.write_line(late)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,30 +29,46 @@ class TreeEntry:
     blob: str
 
 
-async def git(*args: str, cwd: Path | None = None, timeout: float = 30.0, stdin: bytes | None = None) -> bytes:
-    """Run git; SourceError on failure or timeout (transient: the next poll retries)."""
-    process = await asyncio.create_subprocess_exec(
-        "git",
-        *args,
+def _run(argv: list[str], cwd: Path | None, stdin: bytes | None, timeout: float, started: list[subprocess.Popen[bytes]]) -> tuple[int, bytes, bytes]:
+    with subprocess.Popen(
+        argv,
         cwd=cwd,
         env=GIT_ENV,
-        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        started.append(process)
+        try:
+            out, err = process.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+        return process.returncode, out, err
+
+
+async def git(*args: str, cwd: Path | None = None, timeout: float = 30.0, stdin: bytes | None = None) -> bytes:
+    """Run git; SourceError on failure or timeout (transient: the next poll retries).
+
+    The child is spawned from a worker thread: the spawning thread waits until the child
+    has exec'd (vfork), which on a loaded machine held the event loop for 330 ms. A
+    cancelled call kills its child, so shutdown never waits for a fetch's timeout.
+    """
+    started: list[subprocess.Popen[bytes]] = []
     try:
-        out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
-    except asyncio.TimeoutError:
-        process.kill()
-        await process.wait()
+        code, out, err = await asyncio.to_thread(_run, ["git", *args], cwd, stdin, timeout, started)
+    except subprocess.TimeoutExpired:
         raise SourceError(f"git {args[0]} timed out after {timeout:.0f}s", transient=True) from None
+    except OSError as exc:
+        raise SourceError(f"git {args[0]} could not run: {exc}", transient=True) from None
     except asyncio.CancelledError:
-        process.kill()
-        await process.wait()
+        for process in started:
+            process.kill()
         raise
-    if process.returncode != 0:
+    if code != 0:
         message = err.decode(errors="replace").strip().splitlines()
-        detail = message[-1] if message else f"exit code {process.returncode}"
+        detail = message[-1] if message else f"exit code {code}"
         raise SourceError(f"git {args[0]} failed: {detail}", transient=True)
     return out
 

@@ -16,7 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+import structlog
+
 from control_plane.errors import ConfigError
+from gatehouse import loop_watchdog
 from gatehouse.logs import configure_logging
 
 ConfigT = TypeVar("ConfigT")
@@ -57,17 +60,25 @@ def run_service(
         return 2
     failures: tuple[type[Exception], ...] = (OSError, ValueError, *startup_errors)
     try:
-        return asyncio.run(_serve(build(config)))
+        return asyncio.run(_serve(build(config), args.command))
     except failures as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
-async def _serve(service: Service) -> int:
+async def _serve(service: Service, name: str) -> int:
+    watchdog = loop_watchdog.from_environment(name)
+    if watchdog is not None:
+        watchdog.start()
+        structlog.get_logger("serve").info("loop_watchdog_on", threshold_ms=round(watchdog.threshold * 1000))
     task = asyncio.create_task(service.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, task.cancel)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
     return 0

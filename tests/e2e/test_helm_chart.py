@@ -36,7 +36,6 @@ Needs the tools from scripts/build-kube-tools; under CI=true a missing tool fail
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -71,7 +70,7 @@ from tests.harness.envoy import envoy_binary
 from tests.harness.http_client import Client, get, wait_for
 from tests.harness.issuer import JwksServer, TestIssuer
 from tests.harness.kubernetes import KubeAPIServer, KubeTools, kube_tools
-from tests.harness.local_addresses import local_addresses
+from tests.harness.netns import TestNetwork
 from tests.harness.ports import free_port
 from tests.harness.processes import ManagedProcess
 from tests.harness.redis import RedisServer
@@ -970,7 +969,7 @@ def loopback(text: str) -> str:
 
 
 def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_installed(
-    api: KubeAPIServer, tmp_path: Path
+    api: KubeAPIServer, tmp_path: Path, test_network: TestNetwork
 ) -> None:
     envoy_bin = envoy_binary()
     ports = {name: free_port() for name in ("xds", "cp_admin", "http", "envoy_admin", "health")}
@@ -984,7 +983,6 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
     assert "kubectl apply -f examples/k8s/route.yaml" in install.stdout and "kubectl get gr" in install.stdout, install.stdout
     processes: list[ManagedProcess] = []
     upstream: EchoUpstream | None = None
-    stack = contextlib.ExitStack()
     control_plane: ControlPlaneProcess | None = None
     try:
         # RBAC: exactly what the control plane needs, nothing more.
@@ -1019,9 +1017,9 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
 
         # The backend of the example Route: its Service, and an EndpointSlice pointing at an
         # echo upstream. The API server refuses loopback addresses in EndpointSlices, so the
-        # upstream listens on a 10.x address the harness adds to `lo`.
-        (host,) = stack.enter_context(local_addresses(1))
-        upstream = EchoUpstream.start("order-service", log_dir=tmp_path, host=host)
+        # upstream listens on a 10.x address inside the session's test namespace.
+        host = test_network.address()
+        upstream = EchoUpstream.start("order-service", log_dir=tmp_path, host=host, network=test_network)
         backend = objects(EXAMPLE_BACKEND.read_text())
         endpoint_slice = find(backend, "EndpointSlice", "order-service-manual")
         endpoint_slice["ports"][0]["port"] = upstream.port
@@ -1102,7 +1100,6 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
             control_plane.stop()
         if upstream is not None:
             upstream.stop()
-        stack.close()
 
     api.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "60s")
     assert api.kubectl("get", "clusterrole", f"{NAMESPACE}-{RELEASE}-gatehouse-control-plane", check=False).returncode != 0

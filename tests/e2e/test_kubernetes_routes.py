@@ -17,7 +17,7 @@ from tests.harness.envoy import envoy_binary
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Load, wait_for
 from tests.harness.kubernetes import KubeAPIServer, KubectlError
-from tests.harness.local_addresses import local_addresses
+from tests.harness.netns import TestNetwork
 from tests.harness.upstream import EchoUpstream
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -37,10 +37,10 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
 
 
 @pytest.fixture(scope="module")
-def addresses() -> Iterator[list[str]]:
-    """Upstream addresses an EndpointSlice may hold (the API server refuses 127.0.0.0/8)."""
-    with local_addresses(2) as found:
-        yield found
+def addresses(test_network: TestNetwork) -> list[str]:
+    """Upstream addresses an EndpointSlice may hold (the API server refuses 127.0.0.0/8),
+    inside the session's test namespace."""
+    return test_network.addresses(2)
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def conditions(api: KubeAPIServer, namespace: str, name: str) -> dict[str, dict[
     return {c["type"]: c for c in status.get("conditions", [])}
 
 
-def make_stack(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], **kwargs: Any) -> GatewayStack:
+def make_stack(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], network: TestNetwork, **kwargs: Any) -> GatewayStack:
     stack = GatewayStack(
         tmp_path / "stack",
         upstreams=(),
@@ -94,12 +94,12 @@ def make_stack(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: li
     stack.repo.commit("no Git routes in this test")
     stack.set_endpoints({})
     for name, host in zip(("svc-a", "svc-b"), addresses):
-        stack.upstreams[name] = EchoUpstream.start(name, log_dir=tmp_path / "stack" / "logs", host=host)
+        stack.upstreams[name] = EchoUpstream.start(name, log_dir=tmp_path / "stack" / "logs", host=host, network=network)
     return stack
 
 
-def test_apply_a_route_and_envoy_serves_it_then_endpoints_follow_slices(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str]) -> None:
-    stack = make_stack(tmp_path, api, namespace, addresses)
+def test_apply_a_route_and_envoy_serves_it_then_endpoints_follow_slices(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], test_network: TestNetwork) -> None:
+    stack = make_stack(tmp_path, api, namespace, addresses, test_network)
     try:
         a, b = stack.upstreams["svc-a"], stack.upstreams["svc-b"]
         apply(api, service("orders", namespace), endpoint_slice("orders-a", namespace, "orders", a))
@@ -141,8 +141,8 @@ def test_apply_a_route_and_envoy_serves_it_then_endpoints_follow_slices(tmp_path
         stack.stop()
 
 
-def test_cel_refuses_and_invalid_routes_are_not_accepted_while_others_serve(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str]) -> None:
-    stack = make_stack(tmp_path, api, namespace, addresses)
+def test_cel_refuses_and_invalid_routes_are_not_accepted_while_others_serve(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], test_network: TestNetwork) -> None:
+    stack = make_stack(tmp_path, api, namespace, addresses, test_network)
     try:
         apply(api, service("orders", namespace), endpoint_slice("orders-a", namespace, "orders", stack.upstreams["svc-a"]))
         stack.start()
@@ -174,8 +174,8 @@ def test_cel_refuses_and_invalid_routes_are_not_accepted_while_others_serve(tmp_
         stack.stop()
 
 
-def test_envoy_nack_is_reported_on_the_route_status(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str]) -> None:
-    stack = make_stack(tmp_path, api, namespace, addresses, envoy_runtime={"re2.max_program_size.error_level": 5})
+def test_envoy_nack_is_reported_on_the_route_status(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], test_network: TestNetwork) -> None:
+    stack = make_stack(tmp_path, api, namespace, addresses, test_network, envoy_runtime={"re2.max_program_size.error_level": 5})
     try:
         apply(api, service("orders", namespace), endpoint_slice("orders-a", namespace, "orders", stack.upstreams["svc-a"]))
         stack.start()
@@ -194,8 +194,8 @@ def test_envoy_nack_is_reported_on_the_route_status(tmp_path: Path, api: KubeAPI
         stack.stop()
 
 
-def test_api_server_restart_keeps_routes_and_watches_resume(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str]) -> None:
-    stack = make_stack(tmp_path, api, namespace, addresses)
+def test_api_server_restart_keeps_routes_and_watches_resume(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], test_network: TestNetwork) -> None:
+    stack = make_stack(tmp_path, api, namespace, addresses, test_network)
     try:
         apply(api, service("orders", namespace), endpoint_slice("orders-a", namespace, "orders", stack.upstreams["svc-a"]))
         stack.start()
@@ -217,7 +217,7 @@ def test_api_server_restart_keeps_routes_and_watches_resume(tmp_path: Path, api:
         stack.stop()
 
 
-def test_one_leader_writes_status_and_a_standby_takes_over(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str]) -> None:
+def test_one_leader_writes_status_and_a_standby_takes_over(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], test_network: TestNetwork) -> None:
     lease = {"leaseDuration": "3s", "leaseRenew": "1s"}
     kubernetes = {"kubeconfig": str(api.kubeconfig), "namespaces": [namespace], "leaseNamespace": namespace, **lease}
     stack = GatewayStack(tmp_path / "stack", upstreams=(), kubernetes=kubernetes)
@@ -227,7 +227,7 @@ def test_one_leader_writes_status_and_a_standby_takes_over(tmp_path: Path, api: 
         tmp_path / "standby", repo=stack.repo.root, endpoints=stack.endpoints_path, listener_port=stack.listener_port, kubernetes=kubernetes
     )
     try:
-        stack.upstreams["svc-a"] = EchoUpstream.start("svc-a", log_dir=tmp_path / "logs", host=addresses[0])
+        stack.upstreams["svc-a"] = EchoUpstream.start("svc-a", log_dir=tmp_path / "logs", host=addresses[0], network=test_network)
         apply(api, service("orders", namespace), endpoint_slice("orders-a", namespace, "orders", stack.upstreams["svc-a"]))
         stack.start()
         standby.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping, Sequence
 import sys
 import urllib.request
 from pathlib import Path
@@ -12,6 +13,7 @@ import yaml
 
 from .ports import free_port
 from .processes import ManagedProcess
+from .service import sample_total
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,9 +43,12 @@ class ExtAuthzProcess:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> ExtAuthzProcess:
-        argv = [sys.executable, "-m", "gatehouse", "ext-authz", "--config", str(self.config_path), "--log-level", "debug"]
-        self.process = ManagedProcess.start(argv, name=self.name, log_dir=self.directory, cwd=REPO_ROOT)
+    def start(
+        self, timeout: float = 30.0, *, launcher: Sequence[str] = (), env: Mapping[str, str] | None = None
+    ) -> ExtAuthzProcess:
+        """``launcher`` replaces ``python -m gatehouse`` (a test's shim); ``env`` the environment."""
+        argv = [*(launcher or (sys.executable, "-m", "gatehouse")), "ext-authz", "--config", str(self.config_path), "--log-level", "debug"]
+        self.process = ManagedProcess.start(argv, name=self.name, log_dir=self.directory, cwd=REPO_ROOT, env=env)
         self.process.wait_until(self.ready, timeout, "ext_authz /readyz == 200")
         return self
 
@@ -58,6 +63,9 @@ class ExtAuthzProcess:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
             text: str = response.read().decode()
             return text
+
+    def metric(self, name: str, **labels: str) -> float:
+        return sample_total(self.metrics_text(), name, **labels)
 
     def admin_env(self) -> dict[str, str]:
         import os

@@ -10,11 +10,22 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from .ports import free_port
 from .processes import ManagedProcess
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def sample_total(text: str, name: str, **labels: str) -> float:
+    """The sum of the samples named ``name`` whose labels include ``labels``, in a scrape."""
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 class GatehouseService:
@@ -56,14 +67,7 @@ class GatehouseService:
 
     def metric(self, name: str, **labels: str) -> float:
         """The sum of a metric's samples whose labels include ``labels`` (0 if absent)."""
-        total = 0.0
-        for line in self.metrics_text().splitlines():
-            if line.startswith("#"):
-                continue
-            series, _, value = line.rpartition(" ")
-            if series.split("{")[0] == name and all(f'{k}="{v}"' in series for k, v in labels.items()):
-                total += float(value)
-        return total
+        return sample_total(self.metrics_text(), name, **labels)
 
     def stop(self) -> None:
         if self.process is not None:

@@ -6,6 +6,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from .netns import TestNetwork
 from .ports import free_port
 from .processes import ManagedProcess
 
@@ -41,10 +42,16 @@ class EchoUpstream:
         port: int | None = None,
         start_timeout: float = 15.0,
         host: str = "127.0.0.1",
+        network: TestNetwork | None = None,
     ) -> EchoUpstream:
-        """Start `echo.py --name <name>` with this interpreter; return once /health is 200."""
+        """Start `echo.py --name <name>` with this interpreter; return once /health is 200.
+
+        With ``network``, it runs inside that namespace (``host`` is one of its addresses).
+        """
         chosen = port if port is not None else free_port()
         argv = [sys.executable, str(ECHO_SCRIPT), "--name", name, "--port", str(chosen), "--host", host]
+        if network is not None:
+            argv = network.argv(argv)
         process = ManagedProcess.start(argv, name=f"upstream-{name}", log_dir=log_dir, cwd=REPO_ROOT)
         try:
             process.wait_until(lambda: health_ok(chosen, host), start_timeout, f"GET /health on {host}:{chosen}")

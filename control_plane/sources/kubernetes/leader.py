@@ -14,7 +14,10 @@ import datetime as dt
 import time
 
 import structlog
-from kubernetes import client
+# Imported here, not through ``client.<Name>``: the client loads its API and model
+# modules lazily, and building their pydantic models on first use held the event loop
+# for 120-230 ms (the loop watchdog caught it).
+from kubernetes.client import ApiClient, CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
 log = structlog.get_logger(component="leader")
@@ -29,7 +32,7 @@ def _now() -> dt.datetime:
 class LeaderElector:
     def __init__(
         self,
-        api: client.ApiClient,
+        api: ApiClient,
         *,
         namespace: str,
         name: str,
@@ -37,7 +40,7 @@ class LeaderElector:
         duration: int = 15,
         retry: float = 2.0,
     ) -> None:
-        self._leases = client.CoordinationV1Api(api)
+        self._leases = CoordinationV1Api(api)
         self._namespace = namespace
         self._name = name
         self.identity = identity
@@ -80,9 +83,9 @@ class LeaderElector:
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            body = client.V1Lease(
-                metadata=client.V1ObjectMeta(name=self._name, namespace=self._namespace),
-                spec=client.V1LeaseSpec(
+            body = V1Lease(
+                metadata=V1ObjectMeta(name=self._name, namespace=self._namespace),
+                spec=V1LeaseSpec(
                     holder_identity=self.identity,
                     lease_duration_seconds=self._duration,
                     acquire_time=now,
@@ -99,7 +102,7 @@ class LeaderElector:
             return True
         spec = lease.spec
         if spec is None:
-            spec = lease.spec = client.V1LeaseSpec()
+            spec = lease.spec = V1LeaseSpec()
         holder = spec.holder_identity
         renewed = spec.renew_time or spec.acquire_time
         expired = renewed is None or (now - renewed).total_seconds() > (spec.lease_duration_seconds or self._duration)

@@ -336,7 +336,7 @@ def producer_in_process(bootstrap: str, n: int, batch_size: int) -> dict[str, An
     ``n``, on a topic of its own. No gRPC, no conversion: aiokafka's send, batching, lz4 and
     ack handling, and the writer's per-record await."""
     from telemetry import metrics
-    from telemetry.config import KafkaSink
+    from servicekit.kafka import KafkaSink
     from telemetry.runtime import access_producer_factory
     from telemetry.writers import KafkaAccessWriter
 

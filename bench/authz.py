@@ -298,7 +298,7 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("jwt_crypto", ("jwt/", "cryptography/", "libcrypto", "_rust.abi3", "_openssl", "libssl")),
     ("protobuf", ("google/protobuf", "_message.", "upb", "envoy/service/")),
     ("metrics", ("prometheus_client/",)),
-    ("logging_audit", ("structlog/", "gatehouse/audit.py", "logging/")),
+    ("logging_audit", ("structlog/", "servicekit/audit.py", "logging/")),
     ("handler", ("ext_authz/",)),
     ("grpc", ("grpc/", "cygrpc", "libgrpc")),
     ("asyncio", ("asyncio/", "_asynciomodule", "selectors.py", "selectmodule")),
@@ -436,8 +436,8 @@ async def _handler_cost(config_path: Path, cases: dict[str, list[bytes]], log_pa
     from ext_authz.runtime import GRACE_MARGIN
     from ext_authz.service import AuthorizationService, Authorizer
     from ext_authz.tokens import TokenVerifier
-    from gatehouse.audit import LogAuditSink
-    from gatehouse.logs import configure_logging
+    from servicekit.audit import LogAuditSink
+    from servicekit.logs import configure_logging
 
     config = load_ext_authz_config(config_path)
     configure_logging("debug", "json")  # what the harness passes to the service

@@ -43,7 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from control_plane.model.durations import parse_duration_ms  # noqa: E402
+from servicekit.durations import parse_duration_ms  # noqa: E402
 from tests.harness.gateway import GatewayStack  # noqa: E402
 from tests.harness.http_client import Client  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
@@ -59,7 +59,7 @@ AIMS_MS = {1000: 250.0, 10000: 2000.0}
 """The issue's targets for p99 commit→served latency, by route count."""
 SERVICES = ("svc-a", "svc-b")
 KINDS = ("exact", "template", "prefix", "segmentPrefix")
-PROJECT_PACKAGES = ("control_plane/", "gatehouse/admin_http.py")
+PROJECT_PACKAGES = ("control_plane/", "servicekit/admin_http.py")
 
 
 def progress(message: str) -> None:

@@ -13,19 +13,45 @@ config, which is not secret but is internal.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from control_plane.cache.snapshot import Snapshot
+from control_plane.cache.snapshot_cache import SnapshotCache
 from control_plane.config_diff import node_diff
+from control_plane.model.conflicts import Conflict
+from control_plane.proxy_status import ProxyStatus
 from control_plane.render import resource_data
-
-if TYPE_CHECKING:
-    from control_plane.runtime import ControlPlane
+from control_plane.sources.git import GitSource
 
 
-def admin_routes(plane: ControlPlane) -> list[web.RouteDef]:
+class AdminView(Protocol):
+    """What the admin API may see of the running control plane: it reads, and it can
+    only ask Git sources to sync sooner."""
+
+    @property
+    def cache(self) -> SnapshotCache: ...
+
+    @property
+    def status(self) -> ProxyStatus: ...
+
+    @property
+    def git_sources(self) -> Sequence[GitSource]: ...
+
+    @property
+    def quarantined(self) -> dict[str, str]: ...
+
+    @property
+    def conflicts(self) -> Sequence[Conflict]: ...
+
+    def readiness(self) -> tuple[bool, str]: ...
+
+    def source_status(self) -> list[dict[str, Any]]: ...
+
+
+def admin_routes(plane: AdminView) -> list[web.RouteDef]:
     async def sync(request: web.Request) -> web.Response:
         sources = plane.git_sources
         if request.query.get("wait", "1") == "0":
@@ -90,7 +116,7 @@ def admin_routes(plane: ControlPlane) -> list[web.RouteDef]:
     ]
 
 
-def group_versions(plane: ControlPlane, default: Snapshot | None) -> dict[str, dict[str, str]]:
+def group_versions(plane: AdminView, default: Snapshot | None) -> dict[str, dict[str, str]]:
     """The latest versions per node group, which each proxy is compared against."""
     if default is None:
         return {}

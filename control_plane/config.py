@@ -23,10 +23,10 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from control_plane.model.config_file import HostPort, load_config_file
-from control_plane.model.durations import Duration
-from control_plane.model.schema import Model
-from telemetry.audit_output import AuditOutput
+from servicekit.config_file import HostPort, load_config_file
+from servicekit.durations import Duration
+from servicekit.model import Model
+from servicekit.audit_output import AuditOutput
 
 Port = Annotated[int, Field(ge=1, le=65535)]
 

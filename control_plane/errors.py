@@ -1,12 +1,12 @@
 """The control plane's exception tree.
 
     ControlPlaneError
-     ├── ConfigError            the control-plane config file is wrong
      ├── InvalidRoutesError     one or more route documents are invalid (all problems at once)
      ├── InvalidEndpointsError  the static endpoints file is invalid
      └── SourceError            a source could not be read (``transient`` says whether to retry)
 
-Every error carries what an operator needs to act: which file or object, which field,
+A bad config file is the kernel's ``servicekit.errors.ConfigError``, the same for every
+service. Every error carries what an operator needs to act: which file or object, which field,
 and why. Lower-level errors (YAML, pydantic, git) are converted at the edge that reads
 them, never deeper.
 """
@@ -32,10 +32,6 @@ class Problem:
 
 class ControlPlaneError(Exception):
     """Base of every error the control plane raises on purpose."""
-
-
-class ConfigError(ControlPlaneError):
-    """The control-plane config file is wrong."""
 
 
 class _ProblemsError(ControlPlaneError):

@@ -21,7 +21,7 @@ from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.nack_attribution import attribute_nack
-from gatehouse.audit import CONFIG_NACKED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
+from servicekit.audit import CONFIG_NACKED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="xds")
 

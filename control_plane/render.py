@@ -12,7 +12,7 @@ from google.protobuf import json_format
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.translator.messages import Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, Secret
-from gatehouse.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 _MESSAGES = {
     ResourceType.CLUSTER: Cluster,

@@ -48,10 +48,10 @@ from control_plane.translator.pipeline import RouteTranslator, Translation, list
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.tls import TlsSettings
 from control_plane.admin_api import admin_routes
-from gatehouse.admin_http import AdminServer
-from gatehouse.audit import AuditSink
-from gatehouse.grpc_serving import GrpcServing
-from telemetry.audit_output import AuditChannel
+from servicekit.admin_http import AdminServer
+from servicekit.audit import AuditSink
+from servicekit.grpc_serving import GrpcServing
+from servicekit.audit_output import AuditChannel
 
 log = structlog.get_logger(component="control_plane")
 

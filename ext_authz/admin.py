@@ -31,7 +31,7 @@ import grpc
 
 from ext_authz.revocation import InvalidEntry, RevocationMirror, StoreUnavailable
 from ext_authz.revocation_store import Entry, Kind
-from gatehouse.audit import (
+from servicekit.audit import (
     ADMIN_CALL,
     REVOCATION_BLOCKED,
     REVOCATION_REVOKED,
@@ -40,9 +40,9 @@ from gatehouse.audit import (
     AuditSink,
     Detail,
 )
-from gatehouse.grpc_serving import PUBLIC_SERVICES, GrpcServing, always_ready, service_full_name
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2 as pb
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2_grpc
+from servicekit.grpc_serving import PUBLIC_SERVICES, GrpcServing, always_ready, service_full_name
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2 as pb
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2_grpc
 
 OPERATOR_HEADER = "x-gatehouse-operator"
 """Optional metadata: who runs the client (self-declared, recorded in the audit trail)."""

@@ -30,10 +30,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from control_plane.model.config_file import HostPort, Listen, load_config_file
-from control_plane.model.durations import Duration
-from control_plane.model.schema import Model
-from telemetry.audit_output import AuditOutput
+from servicekit.config_file import HostPort, Listen, load_config_file
+from servicekit.durations import Duration
+from servicekit.model import Model
+from servicekit.audit_output import AuditOutput
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ext_authz.errors import AuthzError
-from gatehouse.audit import AUTHZ_DENIED, AuditEvent, AuditSink
+from servicekit.audit import AUTHZ_DENIED, AuditEvent, AuditSink
 
 SUMMARY = "authz.denied.summary"
 

@@ -2,7 +2,7 @@
 
 Readiness (GET /readyz on the metrics port) means: every issuer has usable keys, and the
 revocation mirror (if configured) has completed its first sync. The gRPC health service
-(grpc.health.v1) on the Authorization port follows it (see gatehouse/grpc_serving.py).
+(grpc.health.v1) on the Authorization port follows it (see servicekit/grpc_serving.py).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from ext_authz.jwks import IssuerKeys
 from ext_authz.revocation import RevocationMirror
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
-from gatehouse.admin_http import AdminServer
-from gatehouse.audit import AuditSink
-from gatehouse.grpc_serving import GrpcServing, service_full_name
-from telemetry.audit_output import AuditChannel
+from servicekit.admin_http import AdminServer
+from servicekit.audit import AuditSink
+from servicekit.grpc_serving import GrpcServing, service_full_name
+from servicekit.audit_output import AuditChannel
 
 log = structlog.get_logger(component="ext_authz")
 

@@ -7,7 +7,7 @@ refetch for an unknown kid, which is rate-limited.
 
 Logs: every line logged while a check runs (an audit line for a denial when audit events go
 to the log, ``claims_not_forwarded``...) carries ``request_id``, Envoy's ``x-request-id``,
-bound once per check with structlog's contextvars (``gatehouse/logs.py`` merges them). No
+bound once per check with structlog's contextvars (``servicekit/logs.py`` merges them). No
 line carries the token, a claim value other than the subject and jti of a verified token, or
 a key: errors name a ``reason`` code and a fixed message.
 """
@@ -32,7 +32,7 @@ from ext_authz.responses import allowed, denied
 from ext_authz.revocation import RevocationMirror
 from ext_authz.tokens import TokenVerifier
 from ext_authz.denial_audit import DenialAudit
-from gatehouse.audit import AuditSink
+from servicekit.audit import AuditSink
 
 log = structlog.get_logger(component="ext_authz")
 

@@ -21,7 +21,7 @@ from gatehouse.commands import (
     token,
     validate,
 )
-from gatehouse.logs import configure_logging
+from servicekit.logs import configure_logging
 
 COMMANDS = (control_plane, ext_authz, ratelimit, telemetry, validate, render, bootstrap, crd, status, dev, revocations, token)
 

@@ -18,9 +18,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from control_plane.model.config_file import HostPort, Listen, load_config_file
-from control_plane.model.durations import Duration
-from control_plane.model.schema import Model
+from servicekit.config_file import HostPort, Listen, load_config_file
+from servicekit.durations import Duration
+from servicekit.model import Model
 
 
 

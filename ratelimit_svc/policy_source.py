@@ -18,11 +18,13 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
 from google.rpc import status_pb2
 
-from control_plane.cache.types import RATELIMIT_URL
-from gatehouse.protos.gatehouse.ratelimit.v1 import policy_pb2
 from ratelimit_svc.model import LimitSpec
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 log = structlog.get_logger(component="ratelimit.policies")
+
+RATELIMIT_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_name}"
+"""The type URL the control plane serves policies under (both sides derive it from the proto)."""
 
 Policies = Mapping[str, LimitSpec]
 """Limit id ("<route>#<index>") → its spec."""

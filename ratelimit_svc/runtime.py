@@ -3,7 +3,7 @@
 Readiness (GET /readyz on the metrics port): the first policy table has arrived. Redis
 is not part of readiness: with Redis down each limit follows its onStoreFailure policy,
 which is the point of having one. The gRPC health service (grpc.health.v1) on the
-RateLimitService port follows it (see gatehouse/grpc_serving.py).
+RateLimitService port follows it (see servicekit/grpc_serving.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import grpc
 import structlog
 from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 
-from gatehouse.admin_http import AdminServer
-from gatehouse.grpc_serving import GrpcServing, service_full_name
+from servicekit.admin_http import AdminServer
+from servicekit.grpc_serving import GrpcServing, service_full_name
 from ratelimit_svc.config import RateLimitConfig
 from ratelimit_svc.hybrid import HybridSettings
 from ratelimit_svc.limiter import Limiter

@@ -18,9 +18,9 @@ from typing import Any, Final
 
 from envoy.data.accesslog.v3 import accesslog_pb2
 
+from servicekit.kafka import SCHEMA_VERSION
 from telemetry.response_flags import short_codes
 
-SCHEMA_VERSION: Final = 1
 ACCESS_TYPE: Final = "access"
 
 REQUEST_HEADERS: Final = ("x-user-id", "traceparent", "x-b3-traceid")

@@ -23,22 +23,10 @@ from typing import Annotated
 
 from pydantic import Field, model_validator
 
-from control_plane.model.config_file import HostPort, Listen, load_config_file
-from control_plane.model.durations import Duration
-from control_plane.model.schema import Model
-
-
-
-
-class KafkaSink(Model):
-    bootstrap_servers: Annotated[list[HostPort], Field(min_length=1)]
-    access_log_topic: str = "gateway-access-log"
-    audit_topic: str = "gateway-audit-log"
-    client_id: str = "gatehouse-telemetry"
-    request_timeout: Duration = 5000
-    """aiokafka request_timeout_ms; also bounds producer start, send and ack waits."""
-    linger: Duration = 10
-    retry_backoff: Duration = 1000
+from servicekit.audit_output import Audit
+from servicekit.config_file import HostPort, Listen, load_config_file
+from servicekit.kafka import KafkaSink
+from servicekit.model import Model
 
 
 class FileSink(Model):
@@ -65,14 +53,6 @@ class Sink(Model):
 class Buffer(Model):
     max_events: Annotated[int, Field(ge=1, le=10_000_000)] = 10_000
     batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
-
-
-class Audit(Model):
-    spool_dir: str = "audit-spool"
-    """Relative paths are resolved against the config file's directory."""
-    max_pending: Annotated[int, Field(ge=1)] = 10_000
-    spool_max_bytes: Annotated[int, Field(ge=4096)] = 1 << 30
-    batch_size: Annotated[int, Field(ge=1, le=10_000)] = 100
 
 
 class TelemetryConfig(Model):

@@ -5,7 +5,7 @@ not part of readiness: telemetry runs as a sidecar, and an unready sidecar would
 the whole gateway pod out of service over a log pipeline. Kafka trouble shows in the
 ``/readyz`` text, in ``gatehouse_telemetry_kafka_errors_total`` and in the drop counters.
 The gRPC health service (grpc.health.v1) on the ALS port follows readiness (see
-gatehouse/grpc_serving.py).
+servicekit/grpc_serving.py).
 """
 
 from __future__ import annotations
@@ -18,14 +18,15 @@ import grpc
 import structlog
 from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 
-from gatehouse.admin_http import AdminServer
-from gatehouse.grpc_serving import GrpcServing, service_full_name
+from servicekit.admin_http import AdminServer
+from servicekit.grpc_serving import GrpcServing, service_full_name
 from telemetry.als import AccessLogService
-from telemetry.audit_output import kafka_audit_sink
-from telemetry.audit_sink import KafkaAuditSink
+from servicekit.audit_output import kafka_audit_sink
+from servicekit.audit_kafka import KafkaAuditSink
 from telemetry.buffer import EventBuffer
-from telemetry.config import KafkaSink, TelemetryConfig
-from telemetry.producer import ProducerFactory, aiokafka_factory
+from servicekit.kafka import KafkaSink
+from telemetry.config import TelemetryConfig
+from servicekit.kafka import ProducerFactory, aiokafka_factory
 from telemetry.writers import AccessLogPipeline, EventWriter, KafkaAccessWriter, LinesWriter
 
 log = structlog.get_logger(component="telemetry")

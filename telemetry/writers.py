@@ -16,7 +16,7 @@ import structlog
 
 from telemetry import metrics
 from telemetry.buffer import EventBuffer
-from telemetry.producer import Producer, ProducerFactory, stop_quietly
+from servicekit.kafka import Producer, ProducerFactory, stop_quietly, kafka_error
 
 log = structlog.get_logger(component="telemetry")
 
@@ -96,7 +96,7 @@ class KafkaAccessWriter:
         try:
             await asyncio.wait_for(producer.start(), self._send_timeout)
         except (Exception, asyncio.TimeoutError) as exc:
-            metrics.kafka_error("access", exc)
+            kafka_error("access", exc)
             log.warning("kafka_unavailable", sink="access", error=repr(exc))
             await stop_quietly(producer, self._send_timeout)
             self._failed = True
@@ -120,7 +120,7 @@ class KafkaAccessWriter:
                     future.add_done_callback(delivered)
                 index = len(batch)
         except (Exception, asyncio.TimeoutError) as exc:
-            metrics.kafka_error("access", exc)
+            kafka_error("access", exc)
             metrics.DROP_SINK_ERROR.inc(len(batch) - index)
             self._failed = True
 
@@ -134,7 +134,7 @@ class KafkaAccessWriter:
             self._failed = False
         else:
             metrics.DROP_SINK_ERROR.inc()
-            metrics.kafka_error("access", exc)
+            kafka_error("access", exc)
             self._failed = True
 
     async def close(self) -> None:

@@ -1,6 +1,6 @@
 """Options and guards shared by every test directory.
 
-Every Gatehouse service the suite starts runs the loop watchdog (gatehouse/loop_watchdog.py)
+Every Gatehouse service the suite starts runs the loop watchdog (servicekit/loop_watchdog.py)
 and writes each stall to one directory; a test during which a stall is reported fails,
 and so does the session if one arrives after the last test. A test that must allow a
 longer stall gives its process a larger ``GATEHOUSE_LOOP_WATCHDOG`` and says why.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse import loop_watchdog
+from servicekit import loop_watchdog
 
 _REPORTS = Path(tempfile.mkdtemp(prefix="gatehouse-loop-stalls-"))
 _seen: set[tuple[str, int]] = set()

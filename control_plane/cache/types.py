@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+
 _PREFIX = "type.googleapis.com/envoy.config"
 
 
@@ -46,7 +48,7 @@ ENDPOINT_URL = f"{_PREFIX}.endpoint.v3.ClusterLoadAssignment"
 LISTENER_URL = f"{_PREFIX}.listener.v3.Listener"
 ROUTE_URL = f"{_PREFIX}.route.v3.RouteConfiguration"
 SECRET_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
-RATELIMIT_URL = "type.googleapis.com/gatehouse.ratelimit.v1.RoutePolicy"
+RATELIMIT_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_name}"
 
 _URLS = {
     ResourceType.CLUSTER: CLUSTER_URL,

@@ -12,20 +12,8 @@ from pydantic import ValidationError
 from control_plane.errors import Problem
 from control_plane.model.route import Origin, Route
 from control_plane.model.schema import RouteDocument
-from control_plane.model.yaml_documents import Document, load_documents
-
-
-def field_path(loc: Sequence[str | int]) -> str:
-    """('spec', 'backends', 0, 'weight') → "spec.backends[0].weight"."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part == "[key]":
-            out += " (the key)"
-        else:
-            out += f".{part}" if out else part
-    return out
+from servicekit.config_file import field_path
+from servicekit.yaml_documents import Document, load_documents
 
 
 def _reason(error: dict[str, object]) -> str:

@@ -11,9 +11,9 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
-from pydantic.alias_generators import to_camel
 
-from control_plane.model.durations import Duration, Rate, human_duration_ms
+from servicekit.durations import Duration, Rate, human_duration_ms
+from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 
 API_VERSION = "gatehouse.io/v1alpha1"
@@ -40,16 +40,6 @@ RETRY_CONDITIONS = (
     "envoy-ratelimited",
 )
 Method = Literal["GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH", "TRACE", "CONNECT"]
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        alias_generator=to_camel,
-        populate_by_name=True,
-    )
 
 
 def cel(*rules: tuple[str, str]) -> ConfigDict:

@@ -11,7 +11,7 @@ from control_plane.cache.watcher import ConfigWatcher
 from control_plane.proxy_status import ProxyStatus
 from control_plane.server.delta import DeltaStream
 from control_plane.server.sotw import SotwStream
-from gatehouse.grpc_serving import service_full_name
+from servicekit.grpc_serving import service_full_name
 
 SERVICE_NAME = service_full_name(ads_pb2.DESCRIPTOR, "AggregatedDiscoveryService")
 """What the health and reflection services call ADS."""

@@ -24,7 +24,7 @@ from control_plane.model.loading import duplicate_problems, parse_route_file
 from control_plane.model.route import Origin, Route
 from control_plane.sources.base import PublishRoutes, RouteSet
 from control_plane.sources.git_cli import TreeEntry, git, list_tree, read_blobs
-from gatehouse.audit import CONFIG_APPLIED, CONFIG_REJECTED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
+from servicekit.audit import CONFIG_APPLIED, CONFIG_REJECTED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="source.git")
 

@@ -28,7 +28,7 @@ import structlog
 import yaml
 
 from control_plane.errors import InvalidEndpointsError, Problem
-from control_plane.model.yaml_documents import load_plain
+from servicekit.yaml_documents import load_plain
 from control_plane.sources.base import PublishEndpoints
 from control_plane.translator.endpoints import Endpoint
 from control_plane.translator.names import ClusterRef

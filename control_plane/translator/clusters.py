@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from control_plane.model.conflicts import _precedence
-from control_plane.model.durations import format_duration_ms, human_duration_ms
+from servicekit.durations import format_duration_ms, human_duration_ms
 from control_plane.model.route import Route
 from control_plane.model.schema import CONNECT_TIMEOUT_MS, CircuitBreaker, HealthCheck, OutlierDetection
 from control_plane.translator.messages import Cluster, parse

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from control_plane.model.durations import format_duration_ms
+from servicekit.durations import format_duration_ms
 from control_plane.model.route import Route
 from control_plane.translator.service_clusters import grpc_service_cluster
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from control_plane.model.durations import format_duration_ms
+from servicekit.durations import format_duration_ms
 
 SHED_FILTER = "envoy.filters.http.adaptive_concurrency"
 ADAPTIVE_CONCURRENCY_TYPE = "type.googleapis.com/envoy.extensions.filters.http.adaptive_concurrency.v3.AdaptiveConcurrency"

@@ -21,7 +21,7 @@ from typing import Any
 from control_plane.model.route import Route
 from control_plane.model.schema import RateLimit
 from control_plane.translator.service_clusters import grpc_service_cluster
-from gatehouse.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 RATELIMIT_FILTER = "envoy.filters.http.ratelimit"
 RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit"

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from control_plane.model.durations import format_duration_ms
+from servicekit.durations import format_duration_ms
 from control_plane.model.paths import PathKind, PathPattern, parse_path
 from control_plane.model.route import Route
 from control_plane.model.schema import (

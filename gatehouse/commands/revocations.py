@@ -27,8 +27,8 @@ from typing import Any
 
 import grpc
 
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2 as pb
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2_grpc
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2 as pb
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2_grpc
 
 # ext_authz.admin (and with it redis and the mirror) is imported only when one of these
 # commands runs, so that every other `gatehouse` command starts as fast as before.

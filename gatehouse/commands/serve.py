@@ -18,9 +18,9 @@ from typing import Protocol, TypeVar
 
 import structlog
 
-from control_plane.errors import ConfigError
-from gatehouse import loop_watchdog
-from gatehouse.logs import configure_logging
+from servicekit.errors import ConfigError
+from servicekit import loop_watchdog
+from servicekit.logs import configure_logging
 
 ConfigT = TypeVar("ConfigT")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from gatehouse.child_process import ManagedProcess, port_open
+from servicekit.child_process import ManagedProcess, port_open
 from gatehouse.devstack.issuer import DevIssuer
 from gatehouse.envoy_bootstrap import render_bootstrap
 

@@ -734,7 +734,7 @@ def test_rendered_audit_blocks_load_and_spool_on_emptydirs(tools: KubeTools, hel
         audit = config.audit
         assert audit is not None and audit.kafka is not None, component
         assert audit.kafka.bootstrap_servers == KAFKA_SERVERS
-        assert (audit.kafka.audit_topic, audit.kafka.client_id) == ("gatehouse.audit", f"gatehouse-{component}")
+        assert (audit.kafka.audit_topic, audit.kafka.client_id) == ("servicekit.audit", f"gatehouse-{component}")
         assert (audit.spool_max_bytes, audit.max_pending, audit.batch_size) == (1_048_576, 500, 20)
         # An absolute spoolDir (a relative one would land in the read-only ConfigMap
         # directory), on a writable emptyDir of exactly this container, twice maxBytes big.
@@ -1450,7 +1450,7 @@ def test_helm_install_with_telemetry_then_the_sidecar_runs_with_what_the_chart_i
         # With Kafka, the notes tell where audit events go and what an emptyDir spool means.
         upgrade = api.helm("upgrade", TM_RELEASE, str(CHART), "--namespace", TM_NAMESPACE, "--reuse-values", *WITH_KAFKA)
         assert "goes to Kafka" in upgrade.stdout and "gatehouse.access-log" in upgrade.stdout, upgrade.stdout
-        assert "Audit events of the control plane go to Kafka topic gatehouse.audit" in upgrade.stdout, upgrade.stdout
+        assert "Audit events of the control plane go to Kafka topic servicekit.audit" in upgrade.stdout, upgrade.stdout
         assert "NOT pod deletion" in upgrade.stdout, upgrade.stdout
         upgraded = json.loads(api.kubectl("get", "configmap", cp_name, "-n", TM_NAMESPACE, "-o", "json").stdout)
         assert yaml.safe_load(upgraded["data"]["control-plane.yaml"])["audit"]["kafka"]["bootstrapServers"] == KAFKA_SERVERS

@@ -1,5 +1,5 @@
 """Child processes for tests: the same supervisor `gatehouse dev` uses."""
 
-from gatehouse.child_process import ManagedProcess, port_open, wait_for_port
+from servicekit.child_process import ManagedProcess, port_open, wait_for_port
 
 __all__ = ["ManagedProcess", "port_open", "wait_for_port"]

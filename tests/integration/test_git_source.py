@@ -10,7 +10,7 @@ import pytest
 from control_plane.errors import SourceError
 from control_plane.sources.base import RouteSet
 from control_plane.sources.git import GitSettings, GitSource
-from gatehouse.audit import CONFIG_APPLIED, CONFIG_REJECTED, MemoryAuditSink
+from servicekit.audit import CONFIG_APPLIED, CONFIG_REJECTED, MemoryAuditSink
 from tests.harness.binaries import require_binary
 from tests.harness.route_repo import RouteRepo, route_doc
 

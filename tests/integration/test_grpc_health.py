@@ -27,7 +27,7 @@ from envoy.service.ratelimit.v3 import rls_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2, revocation_pb2_grpc
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2, revocation_pb2_grpc
 from tests.harness.binaries import require_binary
 from tests.harness.control_plane import ControlPlaneProcess
 from tests.harness.ext_authz import ExtAuthzProcess

@@ -13,7 +13,7 @@ from pathlib import Path
 import grpc
 from envoy.service.auth.v3 import attribute_context_pb2, external_auth_pb2, external_auth_pb2_grpc
 
-from gatehouse import loop_watchdog
+from servicekit import loop_watchdog
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.issuer import TestIssuer
 

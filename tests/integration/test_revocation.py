@@ -22,9 +22,9 @@ from redis.asyncio import Redis
 from ext_authz.admin import RevocationAdminServer, build_admin_server
 from ext_authz.revocation import Policy, RevocationMirror, StoreUnavailable, Verdict
 from ext_authz.revocation_store import RedisRevocationStore
-from gatehouse.audit import ADMIN_CALL, REVOCATION_BLOCKED, REVOCATION_REVOKED, REVOCATION_UNBLOCKED, MemoryAuditSink
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2 as pb
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2_grpc
+from servicekit.audit import ADMIN_CALL, REVOCATION_BLOCKED, REVOCATION_REVOKED, REVOCATION_UNBLOCKED, MemoryAuditSink
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2 as pb
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2_grpc
 from tests.harness.ports import free_port
 from tests.harness.redis import RedisServer
 

@@ -22,11 +22,11 @@ import pytest
 from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 from prometheus_client import REGISTRY
 
-from gatehouse.audit import AuditEvent
-from telemetry.audit_sink import KafkaAuditSink
+from servicekit.audit import AuditEvent
+from servicekit.audit_kafka import KafkaAuditSink
 from telemetry.config import TelemetryConfig
 from telemetry.runtime import TelemetryProcess, build_audit_sink
-from telemetry.spool import SPOOL_NAME
+from servicekit.spool import SPOOL_NAME
 from tests.harness.kafka import KafkaBroker
 from tests.harness.ports import free_port
 from tests.unit.telemetry.entries import full_entry

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gatehouse.loop_watchdog import DEFAULT_THRESHOLD, LoopWatchdog, WatchdogSettingError, from_environment, threshold_from
+from servicekit.loop_watchdog import DEFAULT_THRESHOLD, LoopWatchdog, WatchdogSettingError, from_environment, threshold_from
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ext_authz.denial_audit import SUMMARY, DenialAudit
 from ext_authz.errors import ForbiddenError, TokenError
-from gatehouse.audit import AUTHZ_DENIED, MemoryAuditSink
+from servicekit.audit import AUTHZ_DENIED, MemoryAuditSink
 
 
 class Clock:

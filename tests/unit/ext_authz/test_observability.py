@@ -19,7 +19,7 @@ from ext_authz.jwks import IssuerKeys, JwksFetch
 from ext_authz.metrics import VerifierCollector
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
-from gatehouse.audit import LogAuditSink
+from servicekit.audit import LogAuditSink
 from tests.unit.ext_authz.signing import NOW, FakeClock, FakeSource, claims, issuer, raw_token, rsa_key
 from tests.unit.ext_authz.test_service import check_request
 
@@ -47,7 +47,7 @@ class Setup:
 
 @pytest.fixture
 def logs() -> Iterator[list[dict[str, Any]]]:
-    """Captured log entries, with the contextvars merged in as gatehouse/logs.py configures."""
+    """Captured log entries, with the contextvars merged in as servicekit/logs.py configures."""
     with structlog.testing.capture_logs(processors=[structlog.contextvars.merge_contextvars]) as entries:
         yield entries
 

@@ -21,7 +21,7 @@ from ext_authz.jwks import IssuerKeys
 from ext_authz.revocation import RevocationMirror, Verdict
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
-from gatehouse.audit import AUTHZ_DENIED, AuditEvent, MemoryAuditSink
+from servicekit.audit import AUTHZ_DENIED, AuditEvent, MemoryAuditSink
 from tests.harness.ports import free_port
 from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, ec_key, issuer, rsa_key
 from tests.unit.revocation.fake_store import FakeStore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.model.durations import (
+from servicekit.durations import (
     MAX_DURATION_MS,
     format_duration_ms,
     human_duration_ms,

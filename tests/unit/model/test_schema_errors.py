@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from control_plane.model import Origin, Route, duplicate_problems, parse_route_file
-from control_plane.model.durations import parse_duration_ms
+from servicekit.durations import parse_duration_ms
 from control_plane.sources.files import load_route_path
 
 FILE = "routes/orders.yaml"

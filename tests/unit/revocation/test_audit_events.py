@@ -7,7 +7,7 @@ import json
 import pytest
 import structlog
 
-from gatehouse.audit import ADMIN_CALL, AUTHZ_DENIED, REVOCATION_REVOKED, AuditEvent, AuditSink, LogAuditSink, MemoryAuditSink
+from servicekit.audit import ADMIN_CALL, AUTHZ_DENIED, REVOCATION_REVOKED, AuditEvent, AuditSink, LogAuditSink, MemoryAuditSink
 
 
 def test_event_defaults_and_dict() -> None:

@@ -12,7 +12,7 @@ import pytest
 from tests.harness.binaries import running_in_ci
 
 ROOT = Path(__file__).resolve().parents[3]
-GENERATED = ROOT / "gatehouse" / "protos"
+GENERATED = ROOT / "servicekit" / "protos"
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -40,13 +40,13 @@ def test_regenerating_gives_the_committed_files(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     fresh, committed = _tree(out), _tree(GENERATED)
-    assert sorted(fresh) == sorted(committed), "run scripts/gen-protos and commit gatehouse/protos/"
+    assert sorted(fresh) == sorted(committed), "run scripts/gen-protos and commit servicekit/protos/"
     for name, content in fresh.items():
-        assert content == committed[name], f"{name} differs: run scripts/gen-protos and commit gatehouse/protos/"
+        assert content == committed[name], f"{name} differs: run scripts/gen-protos and commit servicekit/protos/"
 
 
 def test_generated_modules_import_with_the_documented_path() -> None:
-    from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2, revocation_pb2_grpc
+    from servicekit.protos.gatehouse.admin.v1 import revocation_pb2, revocation_pb2_grpc
 
     assert revocation_pb2.DESCRIPTOR.package == "gatehouse.admin.v1"
     assert hasattr(revocation_pb2_grpc, "RevocationAdminStub")

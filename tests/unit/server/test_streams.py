@@ -22,7 +22,7 @@ from control_plane.server.delta import DeltaStream
 from control_plane.server.sotw import SotwStream
 from control_plane.sources.static_endpoints import parse_endpoints
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
-from gatehouse.audit import CONFIG_NACKED, MemoryAuditSink
+from servicekit.audit import CONFIG_NACKED, MemoryAuditSink
 from tests.unit.server.fake_envoy import ENVOY_TYPES, FakeEnvoy, ProtocolViolation, route_clusters, snapshot_versions
 
 CDS, EDS, LDS, RDS = ResourceType.CLUSTER, ResourceType.ENDPOINT, ResourceType.LISTENER, ResourceType.ROUTE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control_plane.errors import ConfigError
+from servicekit.errors import ConfigError
 from gatehouse.commands import telemetry as command
 from telemetry.config import load_telemetry_config
 from telemetry.runtime import build_audit_sink, build_writer

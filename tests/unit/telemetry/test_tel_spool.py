@@ -14,9 +14,9 @@ from unittest import mock
 import pytest
 from prometheus_client import REGISTRY
 
-from gatehouse.audit import AuditEvent
-from telemetry.audit_sink import KafkaAuditSink, audit_record
-from telemetry.spool import SPOOL_NAME, Spool, SpoolFile, SpoolLockedError
+from servicekit.audit import AuditEvent
+from servicekit.audit_kafka import KafkaAuditSink, audit_record
+from servicekit.spool import SPOOL_NAME, Spool, SpoolFile, SpoolLockedError
 from tests.unit.telemetry.fakes import FakeBroker
 
 TOPIC = "gateway-audit-log"
@@ -52,7 +52,7 @@ async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 def test_append_fsyncs_and_reads_back_in_order(tmp_path: Path) -> None:
     spool = SpoolFile(tmp_path / "s" / SPOOL_NAME)
-    with mock.patch("telemetry.spool.os.fsync", wraps=os.fsync) as fsync:
+    with mock.patch("servicekit.spool.os.fsync", wraps=os.fsync) as fsync:
         spool.append([b'{"n":1}', b'{"n":2}'])
         spool.append([b'{"n":3}'])
     assert fsync.call_count == 2
@@ -256,7 +256,7 @@ async def test_emit_never_waits_for_fsync(tmp_path: Path) -> None:
         time.sleep(0.2)
         real_fsync(fd)
 
-    with mock.patch("telemetry.spool.os.fsync", slow_fsync):
+    with mock.patch("servicekit.spool.os.fsync", slow_fsync):
         loop = asyncio.get_running_loop()
         start = loop.time()
         for n in range(1, 6):

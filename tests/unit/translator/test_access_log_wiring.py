@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from control_plane.config import load_config
-from control_plane.errors import ConfigError
+from servicekit.errors import ConfigError
 from control_plane.model import Origin, parse_route_file
 from control_plane.render import resource_data
 from control_plane.runtime import gateway_settings

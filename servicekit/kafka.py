@@ -1,4 +1,5 @@
-"""The slice of a Kafka producer the sinks use, and the aiokafka implementation.
+"""Kafka for every service: the connection settings, the slice of a producer the sinks
+use with its aiokafka implementation, and how failures are counted.
 
 Sinks depend on ``Producer`` and receive a ``ProducerFactory``: unit tests pass a fake,
 the process passes ``aiokafka_factory(...)``. A sink that sees a failure throws its
@@ -10,7 +11,46 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Annotated, Any, Final, Protocol
+
+from prometheus_client import Counter
+from pydantic import Field
+
+from servicekit.config_file import HostPort
+from servicekit.durations import Duration
+from servicekit.model import Model
+
+SCHEMA_VERSION: Final = 1
+"""The version of every record Gatehouse writes to Kafka (access and audit events); bump it
+on any change to either schema (docs/telemetry.md)."""
+
+KAFKA_ERRORS = Counter("gatehouse_telemetry_kafka_errors_total", "Kafka failures", ["sink", "reason"])
+
+
+class KafkaSink(Model):
+    bootstrap_servers: Annotated[list[HostPort], Field(min_length=1)]
+    access_log_topic: str = "gateway-access-log"
+    audit_topic: str = "gateway-audit-log"
+    client_id: str = "gatehouse-telemetry"
+    request_timeout: Duration = 5000
+    """aiokafka request_timeout_ms; also bounds producer start, send and ack waits."""
+    linger: Duration = 10
+    retry_backoff: Duration = 1000
+
+
+def kafka_error(sink: str, exc: BaseException) -> str:
+    """Count one Kafka failure by kind; returns the reason label."""
+    name = type(exc).__name__
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)) or "Timeout" in name:
+        reason = "timeout"
+    elif "Connection" in name or isinstance(exc, OSError):
+        reason = "connection"
+    elif "Kafka" in name:
+        reason = "kafka"
+    else:
+        reason = "other"
+    KAFKA_ERRORS.labels(sink, reason).inc()
+    return reason
 
 
 class Producer(Protocol):

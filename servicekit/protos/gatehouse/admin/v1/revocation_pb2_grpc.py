@@ -4,7 +4,7 @@
 import grpc
 import warnings
 
-from gatehouse.protos.gatehouse.admin.v1 import revocation_pb2 as gatehouse_dot_admin_dot_v1_dot_revocation__pb2
+from servicekit.protos.gatehouse.admin.v1 import revocation_pb2 as gatehouse_dot_admin_dot_v1_dot_revocation__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Annotated, TypeVar
 
 from pydantic import Field, ValidationError
 
-from control_plane.errors import ConfigError
-from control_plane.model.loading import field_path
-from control_plane.model.schema import Model
-from control_plane.model.yaml_documents import load_plain
+from servicekit.errors import ConfigError
+from servicekit.model import Model
+from servicekit.yaml_documents import load_plain
 
 HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\]:[0-9]{1,5}$")]
 """``host:port`` or ``[ipv6]:port``."""
@@ -18,6 +18,19 @@ HostPort = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$|^\[[0-9a-fA-F:]+\
 
 class Listen(Model):
     listen: HostPort
+
+
+def field_path(loc: Sequence[str | int]) -> str:
+    """('spec', 'backends', 0, 'weight') → "spec.backends[0].weight"."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            out += " (the key)"
+        else:
+            out += f".{part}" if out else part
+    return out
 
 
 ConfigT = TypeVar("ConfigT", bound=Model)

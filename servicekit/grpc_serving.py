@@ -23,7 +23,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from gatehouse.admin_http import Readiness
+from servicekit.admin_http import Readiness
 
 log = structlog.get_logger(component="grpc_serving")
 

@@ -14,11 +14,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gatehouse.audit import AuditEvent, AuditSink, LogAuditSink
-from telemetry.audit_sink import KafkaAuditSink
-from telemetry.config import Audit, KafkaSink
-from telemetry.producer import ProducerFactory, aiokafka_factory
-from telemetry.spool import Spool
+from typing import Annotated
+
+from pydantic import Field
+
+from servicekit.audit import AuditEvent, AuditSink, LogAuditSink
+from servicekit.audit_kafka import KafkaAuditSink
+from servicekit.kafka import KafkaSink, ProducerFactory, aiokafka_factory
+from servicekit.model import Model
+from servicekit.spool import Spool
+
+
+class Audit(Model):
+    spool_dir: str = "audit-spool"
+    """Relative paths are resolved against the config file's directory."""
+    max_pending: Annotated[int, Field(ge=1)] = 10_000
+    spool_max_bytes: Annotated[int, Field(ge=4096)] = 1 << 30
+    batch_size: Annotated[int, Field(ge=1, le=10_000)] = 100
 
 
 class AuditOutput(Audit):

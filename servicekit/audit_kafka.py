@@ -33,13 +33,21 @@ from typing import Any, Final
 
 import structlog
 
-from gatehouse.audit import AuditEvent
-from telemetry import metrics
-from telemetry.access_event import SCHEMA_VERSION
-from telemetry.producer import Producer, ProducerFactory, stop_quietly
-from telemetry.spool import Spool
+from prometheus_client import Counter, Gauge
+
+from servicekit.audit import AuditEvent
+from servicekit.kafka import SCHEMA_VERSION, Producer, ProducerFactory, kafka_error, stop_quietly
+from servicekit.spool import Spool
 
 log = structlog.get_logger(component="telemetry")
+
+AUDIT_SENT = Counter("gatehouse_telemetry_audit_sent_total", "Audit events acknowledged by Kafka")
+AUDIT_SPOOLED = Counter("gatehouse_telemetry_audit_spooled_total", "Audit events written to the local spool")
+AUDIT_REPLAYED = Counter("gatehouse_telemetry_audit_replayed_total", "Spooled audit events acknowledged by Kafka")
+AUDIT_DROPPED = Counter("gatehouse_telemetry_audit_dropped_total", "Audit events lost", ["reason"])
+"""The only losses: spool_full, spool_error, spool_corrupt, closed."""
+AUDIT_SPOOL_BYTES = Gauge("gatehouse_telemetry_audit_spool_bytes", "Spool bytes not yet acknowledged by Kafka")
+AUDIT_SPOOLING = Gauge("gatehouse_telemetry_audit_spooling", "1 while audit events go to the spool")
 
 AUDIT_TYPE: Final = "audit"
 _encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
@@ -110,7 +118,7 @@ class KafkaAuditSink:
     def emit(self, event: AuditEvent) -> None:
         """Never blocks or raises: queue in memory (direct) or hand to the spool thread (spooling)."""
         if self._closed:
-            metrics.AUDIT_DROPPED.labels("closed").inc()
+            AUDIT_DROPPED.labels("closed").inc()
             log.error("audit_sink_closed", event_id=event.event_id, kind=event.kind)
             return
         record = audit_record(event)
@@ -207,7 +215,7 @@ class KafkaAuditSink:
         batch = [self._pending.popleft() for _ in range(min(self._batch_size, len(self._pending)))]
         self._inflight = batch
         if await self._send(batch):
-            metrics.AUDIT_SENT.inc(len(batch))
+            AUDIT_SENT.inc(len(batch))
             self._inflight = []
         else:
             self._inflight = []
@@ -226,7 +234,7 @@ class KafkaAuditSink:
                 # Everything spooled is acknowledged; the check and the switch share one loop step.
                 self._set_spooling(False)
                 self._acked = self._spool_end = 0
-                metrics.AUDIT_SPOOL_BYTES.set(0)
+                AUDIT_SPOOL_BYTES.set(0)
                 self._spool.truncate().add_done_callback(_log_failure("audit_spool_truncate_failed"))
                 log.info("audit_spool_replayed", detail="back to direct delivery")
                 self._wake.set()
@@ -235,13 +243,13 @@ class KafkaAuditSink:
             return True
         records = [record for record in map(_from_spool, values) if record is not None]
         if len(records) < len(values):
-            metrics.AUDIT_DROPPED.labels("spool_corrupt").inc(len(values) - len(records))
+            AUDIT_DROPPED.labels("spool_corrupt").inc(len(values) - len(records))
             log.error("audit_spool_corrupt_lines", skipped=len(values) - len(records))
         if records and not await self._send(records):
             return False
         self._acked = next_offset
-        metrics.AUDIT_REPLAYED.inc(len(values))
-        metrics.AUDIT_SPOOL_BYTES.set(self.spool_bytes)
+        AUDIT_REPLAYED.inc(len(values))
+        AUDIT_SPOOL_BYTES.set(self.spool_bytes)
         return True
 
     async def _send(self, records: list[Record]) -> bool:
@@ -256,7 +264,7 @@ class KafkaAuditSink:
         except asyncio.CancelledError:
             raise
         except (Exception, asyncio.TimeoutError) as exc:
-            metrics.kafka_error("audit", exc)
+            kafka_error("audit", exc)
             log.warning("audit_send_failed", events=len(records), error=repr(exc))
             await self._discard_producer()
             return False
@@ -272,7 +280,7 @@ class KafkaAuditSink:
             await stop_quietly(producer, self._ack_timeout)
             raise
         except (Exception, asyncio.TimeoutError) as exc:
-            metrics.kafka_error("audit", exc)
+            kafka_error("audit", exc)
             log.warning("kafka_unavailable", sink="audit", error=repr(exc))
             await stop_quietly(producer, self._ack_timeout)
             return None
@@ -299,33 +307,33 @@ class KafkaAuditSink:
         if on and not self._spooling:
             log.warning("audit_spooling", detail="kafka unavailable; audit events go to the spool")
         self._spooling = on
-        metrics.AUDIT_SPOOLING.set(1 if on else 0)
+        AUDIT_SPOOLING.set(1 if on else 0)
 
     def _to_spool(self, records: list[Record]) -> None:
         lines = [value for _, value in records]
         size = sum(len(line) + 1 for line in lines)
         if self._spool_end - self._acked + size > self._spool_max_bytes:
-            metrics.AUDIT_DROPPED.labels("spool_full").inc(len(lines))
+            AUDIT_DROPPED.labels("spool_full").inc(len(lines))
             log.error("audit_spool_full", dropped=len(lines), max_bytes=self._spool_max_bytes)
             return
         try:
             future = self._spool.append(lines)
         except RuntimeError as exc:  # no running loop, or the spool thread is gone
-            metrics.AUDIT_DROPPED.labels("spool_error").inc(len(lines))
+            AUDIT_DROPPED.labels("spool_error").inc(len(lines))
             log.error("audit_spool_write_failed", dropped=len(lines), error=repr(exc))
             return
         self._spool_end += size
-        metrics.AUDIT_SPOOL_BYTES.set(self.spool_bytes)
+        AUDIT_SPOOL_BYTES.set(self.spool_bytes)
         self._last_append = future
 
         def done(f: asyncio.Future[int]) -> None:
             exc = f.exception() if not f.cancelled() else None
             if f.cancelled() or exc is not None:
                 self._spool_end -= size
-                metrics.AUDIT_DROPPED.labels("spool_error").inc(len(lines))
+                AUDIT_DROPPED.labels("spool_error").inc(len(lines))
                 log.error("audit_spool_write_failed", dropped=len(lines), error=repr(exc))
             else:
-                metrics.AUDIT_SPOOLED.inc(len(lines))
+                AUDIT_SPOOLED.inc(len(lines))
 
         future.add_done_callback(done)
 

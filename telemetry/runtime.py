@@ -21,8 +21,6 @@ from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 from servicekit.admin_http import AdminServer
 from servicekit.grpc_serving import GrpcServing, service_full_name
 from telemetry.als import AccessLogService
-from servicekit.audit_output import kafka_audit_sink
-from servicekit.audit_kafka import KafkaAuditSink
 from telemetry.buffer import EventBuffer
 from servicekit.kafka import KafkaSink
 from telemetry.config import TelemetryConfig
@@ -60,17 +58,6 @@ def build_writer(config: TelemetryConfig) -> EventWriter:
     if sink.file is not None:
         return LinesWriter.to_file(config.resolve(sink.file.path))
     return LinesWriter.to_stdout()
-
-
-def build_audit_sink(config: TelemetryConfig) -> KafkaAuditSink | None:
-    """The Kafka audit sink for a process that emits audit events (ext_authz); None without Kafka.
-
-    The caller awaits ``start()`` before the first ``emit`` and ``stop()`` on shutdown.
-    """
-    kafka = config.sink.kafka
-    if kafka is None:
-        return None
-    return kafka_audit_sink(kafka, config.audit, config.resolve(config.audit.spool_dir))
 
 
 class TelemetryProcess:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from servicekit.child_process import ManagedProcess, port_open
+from servicekit.child_process import ManagedProcess, find_binary, free_port, port_open
 from gatehouse.devstack.issuer import DevIssuer
 from gatehouse.envoy_bootstrap import render_bootstrap
 
@@ -24,16 +23,8 @@ UPSTREAMS = ("order-service", "order-service-v3")
 GIT_IDENTITY = ["-c", "user.name=gatehouse dev", "-c", "user.email=dev@gatehouse.local"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def binary(name: str, hint: str) -> str:
-    local = Path(sys.executable).parent / name
-    found = str(local) if local.exists() else shutil.which(name)
+    found = find_binary(name)
     if found is None:
         raise SystemExit(f"error: {name} not found; {hint}")
     return found

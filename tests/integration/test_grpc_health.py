@@ -52,8 +52,22 @@ WATCH_TIMEOUT = 60.0
 STATE_TIMEOUT = 15.0
 
 
-def test_the_spelled_out_names_are_the_protos_names() -> None:
-    """Guards the constants above: they are the generated descriptors' full names."""
+def test_the_services_register_the_protos_names() -> None:
+    """Each service registers health under the name Envoy and grpc_health_probe ask for:
+    the generated descriptor's full name, spelled out above."""
+    from control_plane.server import ads
+    from ext_authz import admin, runtime as ext_authz_runtime
+    from ratelimit_svc import runtime as ratelimit_runtime
+    from telemetry import runtime as telemetry_runtime
+
+    registered = {
+        ADS: ads.SERVICE_NAME,
+        AUTHORIZATION: ext_authz_runtime.SERVICE_NAME,
+        RATELIMIT: ratelimit_runtime.SERVICE_NAME,
+        ACCESS_LOG: telemetry_runtime.SERVICE_NAME,
+        REVOCATION_ADMIN: admin.SERVICE_NAME,
+    }
+    assert {spelled: name for spelled, name in registered.items() if spelled != name} == {}
     assert ADS == ads_pb2.DESCRIPTOR.services_by_name["AggregatedDiscoveryService"].full_name
     assert AUTHORIZATION == external_auth_pb2.DESCRIPTOR.services_by_name["Authorization"].full_name
     assert RATELIMIT == rls_pb2.DESCRIPTOR.services_by_name["RateLimitService"].full_name

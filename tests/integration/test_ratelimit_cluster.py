@@ -62,11 +62,20 @@ def redis_url(redis_cluster: RedisCluster) -> str:
     return redis_cluster.url
 
 
-async def test_admin_and_limiter_really_use_the_cluster(redis_url: str, admin: RedisClient) -> None:
+async def test_admin_and_limiter_really_use_the_cluster(redis_url: str, admin: RedisClient, redis_cluster: RedisCluster) -> None:
     assert isinstance(admin, AsyncRedisCluster)
+    spec = LimitSpec(id=f"cluster/{uuid.uuid4().hex[:8]}", algorithm="fixedWindow", limit=10, window_ms=60_000)
+    await settle(spec.window_ms, 10_000)
     limiter = Limiter(url=redis_url, timeout=SAFE_TIMEOUT)
-    assert isinstance(limiter.redis.client, AsyncRedisCluster)
-    await limiter.close()
+    try:
+        assert isinstance(limiter.redis.client, AsyncRedisCluster)
+        decision = await limiter.hit(spec, "alice")
+    finally:
+        await limiter.close()
+    assert (decision.allowed, decision.source, decision.remaining) == (True, "redis", 9)
+    # The counter is on exactly one node: the one that owns its hash tag's slot.
+    holders = [port for port in redis_cluster.ports if redis_cluster.cli_call(port, "exists", counter_key(spec, "alice")) == "1"]
+    assert len(holders) == 1, holders
 
 
 async def test_counters_spread_over_the_nodes(redis_url: str, redis_cluster: RedisCluster) -> None:

@@ -25,7 +25,8 @@ from prometheus_client import REGISTRY
 from servicekit.audit import AuditEvent
 from servicekit.audit_kafka import KafkaAuditSink
 from telemetry.config import TelemetryConfig
-from telemetry.runtime import TelemetryProcess, build_audit_sink
+from servicekit.audit_output import kafka_audit_sink
+from telemetry.runtime import TelemetryProcess
 from servicekit.spool import SPOOL_NAME
 from tests.harness.kafka import KafkaBroker
 from tests.harness.ports import free_port
@@ -133,9 +134,8 @@ async def test_outage_with_restart_loses_no_audit_event(
     broker: KafkaBroker, process: TelemetryProcess, tmp_path: Path
 ) -> None:
     cfg = config(broker, tmp_path)
-    first = build_audit_sink(cfg)
-    assert isinstance(first, KafkaAuditSink)
-    sink: KafkaAuditSink = first
+    assert cfg.sink.kafka is not None
+    sink = kafka_audit_sink(cfg.sink.kafka, cfg.audit, cfg.resolve(cfg.audit.spool_dir))
     await sink.start()
     events = [audit(n) for n in range(30)]
     for e in events[:5]:
@@ -153,9 +153,7 @@ async def test_outage_with_restart_loses_no_audit_event(
     spool = tmp_path / "spool" / SPOOL_NAME
     assert spool.read_bytes().count(b"\n") == 10
 
-    second = build_audit_sink(cfg)
-    assert isinstance(second, KafkaAuditSink)
-    sink = second
+    sink = kafka_audit_sink(cfg.sink.kafka, cfg.audit, cfg.resolve(cfg.audit.spool_dir))
     await sink.start()
     assert sink.spooling
     for e in events[15:]:

@@ -11,7 +11,7 @@ import pytest
 from servicekit.errors import ConfigError
 from gatehouse.commands import telemetry as command
 from telemetry.config import load_telemetry_config
-from telemetry.runtime import build_audit_sink, build_writer
+from telemetry.runtime import build_writer
 from telemetry.writers import KafkaAccessWriter, LinesWriter
 
 KAFKA = """
@@ -41,7 +41,6 @@ def test_kafka_config_with_defaults(tmp_path: Path) -> None:
     assert config.buffer.max_events == 500 and config.buffer.batch_size == 500
     assert config.resolve(config.audit.spool_dir) == tmp_path / "spool"
     assert isinstance(build_writer(config), KafkaAccessWriter)
-    assert build_audit_sink(config) is not None
 
 
 def test_file_and_stdout_sinks(tmp_path: Path) -> None:
@@ -49,7 +48,6 @@ def test_file_and_stdout_sinks(tmp_path: Path) -> None:
     writer = build_writer(config)
     assert isinstance(writer, LinesWriter)
     assert (tmp_path / "logs").is_dir()
-    assert build_audit_sink(config) is None
     config = load_telemetry_config(write(tmp_path, "sink: {stdout: {}}\n"))
     assert isinstance(build_writer(config), LinesWriter)
 

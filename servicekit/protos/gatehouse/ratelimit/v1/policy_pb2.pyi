@@ -8,12 +8,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RoutePolicy(_message.Message):
-    __slots__ = ("route", "limits")
+    __slots__ = ("route", "limits", "auth")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    AUTH_FIELD_NUMBER: _ClassVar[int]
     route: str
     limits: _containers.RepeatedCompositeFieldContainer[Limit]
-    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ...) -> None: ...
+    auth: AuthRequirements
+    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ...) -> None: ...
+
+class AuthRequirements(_message.Message):
+    __slots__ = ("audiences", "scopes", "roles")
+    AUDIENCES_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    audiences: _containers.RepeatedScalarFieldContainer[str]
+    scopes: _containers.RepeatedScalarFieldContainer[str]
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, audiences: _Optional[_Iterable[str]] = ..., scopes: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Limit(_message.Message):
     __slots__ = ("id", "key", "algorithm", "limit", "window_ms", "refill_tokens", "shadow", "mode", "on_store_failure")

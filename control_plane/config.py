@@ -24,7 +24,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from servicekit.config_file import HostPort, load_config_file
-from servicekit.durations import Duration
+from servicekit.durations import Duration, Millis
 from servicekit.model import Model
 from servicekit.audit_output import AuditOutput
 
@@ -79,7 +79,7 @@ class ExtAuthz(Model):
 
     address: HostPort | list[HostPort]
     """One address, or several (Envoy balances checks across them)."""
-    timeout: Duration = 250
+    timeout: Duration = Millis(250)
     fail_open: bool = False
     """If the service cannot answer: false denies with 503 (default), true lets requests through."""
 
@@ -88,7 +88,7 @@ class RateLimitService(Model):
     """Where Envoy finds ratelimit_svc (usually a sidecar on localhost)."""
 
     address: HostPort | list[HostPort]
-    timeout: Duration = 100
+    timeout: Duration = Millis(100)
     fail_closed: bool = False
     """If the service cannot answer: false lets requests through (default), true answers 500."""
 
@@ -99,13 +99,13 @@ class AccessLogService(Model):
     address: HostPort | list[HostPort]
     buffer_size: Annotated[int, Field(ge=0, le=16 * 1024 * 1024)] = 16_384
     """Bytes Envoy buffers before it sends (0: send each entry at once)."""
-    flush_interval: Duration = 1000
+    flush_interval: Duration = Millis(1000)
     """Envoy sends a partly filled buffer after this long."""
 
 
 class Debounce(Model):
-    quiet: Duration = 20
-    max_delay: Duration = 250
+    quiet: Duration = Millis(20)
+    max_delay: Duration = Millis(250)
 
     @model_validator(mode="after")
     def _ordered(self) -> Debounce:
@@ -119,14 +119,14 @@ class GitRepo(Model):
     repo: str
     branch: str = "main"
     path: str = ""
-    poll_interval: Duration = 1000
-    fetch_timeout: Duration = 30_000
+    poll_interval: Duration = Millis(1000)
+    fetch_timeout: Duration = Millis(30_000)
     cache_dir: str | None = None
 
 
 class StaticEndpoints(Model):
     file: str
-    poll_interval: Duration = 100
+    poll_interval: Duration = Millis(100)
 
 
 class Kubernetes(Model):
@@ -136,9 +136,9 @@ class Kubernetes(Model):
     """Watch Routes only in these namespaces; empty means all."""
     lease_namespace: str | None = None
     lease_name: str = "gatehouse-control-plane"
-    lease_duration: Duration = 15_000
+    lease_duration: Duration = Millis(15_000)
     """A leader that has not renewed for this long may be replaced."""
-    lease_renew: Duration = 2_000
+    lease_renew: Duration = Millis(2_000)
     write_status: bool = True
 
     @model_validator(mode="after")

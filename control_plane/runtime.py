@@ -123,8 +123,8 @@ class ControlPlane:
                     repo=config.repo_location(repo.repo),
                     branch=repo.branch,
                     path=repo.path,
-                    poll_interval=repo.poll_interval / 1000,
-                    fetch_timeout=repo.fetch_timeout / 1000,
+                    poll_interval=repo.poll_interval.seconds,
+                    fetch_timeout=repo.fetch_timeout.seconds,
                     **({"cache_dir": config.resolve(repo.cache_dir)} if repo.cache_dir else {}),
                 ),
                 audit=self.audit,
@@ -133,11 +133,11 @@ class ControlPlane:
         ]
         static = config.sources.static_endpoints
         self._static = (
-            StaticEndpointsSource(config.resolve(static.file), poll_interval=static.poll_interval / 1000)
+            StaticEndpointsSource(config.resolve(static.file), poll_interval=static.poll_interval.seconds)
             if static is not None
             else None
         )
-        quiet, max_delay = config.debounce.quiet / 1000, config.debounce.max_delay / 1000
+        quiet, max_delay = config.debounce.quiet.seconds, config.debounce.max_delay.seconds
         self._route_debounce = Debouncer(self._rebuild_routes, quiet=quiet, max_delay=max_delay)
         self._endpoint_debounce = Debouncer(self._rebuild_endpoints, quiet=min(quiet, 0.005), max_delay=max_delay)
         kube = config.sources.kubernetes
@@ -147,8 +147,8 @@ class ControlPlane:
                     kubeconfig=str(config.resolve(kube.kubeconfig)) if kube.kubeconfig else None,
                     namespaces=tuple(kube.namespaces),
                     lease_name=kube.lease_name,
-                    lease_duration=kube.lease_duration / 1000,
-                    lease_renew=kube.lease_renew / 1000,
+                    lease_duration=kube.lease_duration.seconds,
+                    lease_renew=kube.lease_renew.seconds,
                     write_status=kube.write_status,
                     **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
                 )

@@ -31,7 +31,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from servicekit.config_file import HostPort, Listen, load_config_file
-from servicekit.durations import Duration
+from servicekit.durations import Duration, Millis
 from servicekit.model import Model
 from servicekit.audit_output import AuditOutput
 
@@ -40,15 +40,15 @@ IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
 
 
 class JwksCache(Model):
-    min_ttl: Duration = 300_000
+    min_ttl: Duration = Millis(300_000)
     """Floor for Cache-Control max-age: a tiny max-age cannot make us fetch per request."""
-    max_ttl: Duration = 86_400_000
+    max_ttl: Duration = Millis(86_400_000)
     """Ceiling: keys are refetched at least this often."""
-    unknown_kid_cooldown: Duration = 30_000
+    unknown_kid_cooldown: Duration = Millis(30_000)
     """An unknown kid triggers at most one refetch per cooldown."""
-    max_stale: Duration = 86_400_000
+    max_stale: Duration = Millis(86_400_000)
     """After failed refetches, good keys keep serving this long past their expiry."""
-    timeout: Duration = 2_000
+    timeout: Duration = Millis(2_000)
 
 
 class Issuer(Model):
@@ -57,7 +57,7 @@ class Issuer(Model):
     algorithms: list[Algorithm] = ["RS256", "ES256"]
     jwks_url: str | None = None
     jwks_file: str | None = None
-    leeway: Duration = 30_000
+    leeway: Duration = Millis(30_000)
     required_claims: list[str] = ["exp", "sub"]
     require_jti: bool = True
     claim_headers: dict[str, str] = {"x-user-id": "sub", "x-user-role": "role", "x-scope": "scope"}
@@ -75,9 +75,9 @@ class Issuer(Model):
 class Revocation(Model):
     redis_url: str
     on_unavailable: Literal["closed", "open", "lastKnown"] = "closed"
-    last_known_for: Duration = 60_000
-    resync_interval: Duration = 10_000
-    timeout: Duration = 250
+    last_known_for: Duration = Millis(60_000)
+    resync_interval: Duration = Millis(10_000)
+    timeout: Duration = Millis(250)
     key_prefix: str = "gatehouse:"
 
 

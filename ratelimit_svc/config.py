@@ -19,7 +19,7 @@ from typing import Annotated
 from pydantic import Field
 
 from servicekit.config_file import HostPort, Listen, load_config_file
-from servicekit.durations import Duration
+from servicekit.durations import Duration, Millis
 from servicekit.model import Model
 
 
@@ -27,7 +27,7 @@ from servicekit.model import Model
 
 class Redis(Model):
     url: str
-    timeout: Duration = 50
+    timeout: Duration = Millis(50)
 
 
 class Hybrid(Model):

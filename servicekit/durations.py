@@ -1,7 +1,10 @@
 """Human durations ("250ms", "10s", "1m30s") and rates ("1/10s") as used in route YAML.
 
 Durations are held as integer milliseconds so that comparisons (perTry ≤ request) and
-the Envoy JSON form ("0.250s") are exact.
+the Envoy JSON form ("0.250s") are exact. A ``Duration`` field holds a ``Millis``: an
+``int`` of milliseconds (it compares, hashes, prints and serialises as that int) that
+also says what it is in seconds (``.seconds``, for asyncio and client timeouts), so no
+caller divides by 1000 itself; ``format_duration_ms`` gives Envoy's form ("0.250s").
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, GetCoreSchemaHandler, PlainSerializer, WithJsonSchema
+from pydantic_core import CoreSchema, core_schema
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
@@ -19,14 +23,32 @@ DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 RATE_PATTERN = r"^[0-9]+/([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 
 
-def parse_duration_ms(text: str) -> int:
+class Millis(int):
+    """A duration in whole milliseconds; an ``int`` everywhere an int is expected."""
+
+    __slots__ = ()
+
+    @property
+    def seconds(self) -> float:
+        return self / 1000
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        # Validated as a strict int, then wrapped; a default (never validated) is written
+        # Millis(...). Serialised as the int, which Duration's serializer overrides.
+        return core_schema.no_info_after_validator_function(
+            cls, core_schema.int_schema(strict=True), serialization=core_schema.plain_serializer_function_ser_schema(int)
+        )
+
+
+def parse_duration_ms(text: str) -> Millis:
     """Parse "1m30s" → 90000. Raises ValueError with the accepted forms."""
     if not isinstance(text, str) or len(text) > 32 or not re.fullmatch(DURATION_PATTERN, text):
         raise ValueError(f"{text!r} is not a duration; use forms like 250ms, 10s, 1m30s, 1h")
     total = 0.0
     for number, unit in _PART.findall(text):
         total += float(number) * _UNIT_MS[unit]
-    ms = round(total)
+    ms = Millis(round(total))
     if ms <= 0:
         raise ValueError(f"{text!r} must be longer than 0ms")
     if ms > MAX_DURATION_MS:
@@ -58,12 +80,12 @@ def _duration_from_yaml(value: Any) -> Any:
 
 
 Duration = Annotated[
-    int,
+    Millis,
     BeforeValidator(_duration_from_yaml),
     PlainSerializer(human_duration_ms, return_type=str),
     WithJsonSchema({"type": "string", "pattern": DURATION_PATTERN, "maxLength": 32}),
 ]
-"""A duration in YAML; an int of milliseconds in Python."""
+"""A duration in YAML ("250ms"); a ``Millis`` (an int of milliseconds) in Python."""
 
 
 def parse_rate(text: str) -> tuple[int, int]:

@@ -17,7 +17,7 @@ from prometheus_client import Counter
 from pydantic import Field
 
 from servicekit.config_file import HostPort
-from servicekit.durations import Duration
+from servicekit.durations import Duration, Millis
 from servicekit.model import Model
 
 SCHEMA_VERSION: Final = 1
@@ -32,10 +32,10 @@ class KafkaSink(Model):
     access_log_topic: str = "gateway-access-log"
     audit_topic: str = "gateway-audit-log"
     client_id: str = "gatehouse-telemetry"
-    request_timeout: Duration = 5000
+    request_timeout: Duration = Millis(5000)
     """aiokafka request_timeout_ms; also bounds producer start, send and ack waits."""
-    linger: Duration = 10
-    retry_backoff: Duration = 1000
+    linger: Duration = Millis(10)
+    retry_backoff: Duration = Millis(1000)
 
 
 def kafka_error(sink: str, exc: BaseException) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from servicekit.durations import Duration, Rate, human_duration_ms
+from servicekit.durations import Duration, Millis, Rate, human_duration_ms
 from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 
@@ -442,8 +442,8 @@ class HealthCheck(Model):
                         "timeout must not exceed interval"))
 
     path: Annotated[str, AfterValidator(_prefix), Field(max_length=1024)]
-    interval: Duration = 5000
-    timeout: Duration = 1000
+    interval: Duration = Millis(5000)
+    timeout: Duration = Millis(1000)
     healthy_threshold: Annotated[int, Field(ge=1, le=1000)] = 2
     unhealthy_threshold: Annotated[int, Field(ge=1, le=1000)] = 3
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control_plane.translator.service_clusters import grpc_service_cluster
+from servicekit.durations import format_duration_ms
 
 ACCESS_LOG_CLUSTER = "gatehouse_access_log"
 ACCESS_LOG_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"
@@ -39,7 +40,7 @@ def access_log(settings: AccessLogSettings) -> dict[str, Any]:
                 "grpc_service": {"envoy_grpc": {"cluster_name": ACCESS_LOG_CLUSTER}},
                 "transport_api_version": "V3",
                 "buffer_size_bytes": settings.buffer_size_bytes,
-                "buffer_flush_interval": f"{settings.flush_interval_ms / 1000:.3f}s",
+                "buffer_flush_interval": format_duration_ms(settings.flush_interval_ms),
             },
             "additional_request_headers_to_log": list(REQUEST_HEADERS),
             "additional_response_headers_to_log": list(RESPONSE_HEADERS),

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from servicekit.durations import format_duration_ms
 from control_plane.model.route import Route
 from control_plane.model.schema import RateLimit
 from control_plane.translator.service_clusters import grpc_service_cluster
@@ -46,7 +47,7 @@ def ratelimit_filter(settings: RateLimitSettings) -> dict[str, Any]:
         "typed_config": {
             "@type": RATELIMIT_TYPE,
             "domain": DOMAIN,
-            "timeout": f"{settings.timeout_ms / 1000:.3f}s",
+            "timeout": format_duration_ms(settings.timeout_ms),
             "failure_mode_deny": settings.fail_closed,
             "rate_limit_service": {
                 "grpc_service": {"envoy_grpc": {"cluster_name": RATELIMIT_CLUSTER}},

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
-import pytest
+import json
+from collections.abc import Iterator
 
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from control_plane.config import ControlPlaneConfig
+from control_plane.model.schema import RouteSpec
+from ext_authz.config import ExtAuthzConfig
+from ratelimit_svc.config import RateLimitConfig
 from servicekit.durations import (
     MAX_DURATION_MS,
+    Millis,
     format_duration_ms,
     human_duration_ms,
     parse_duration_ms,
@@ -105,3 +115,47 @@ def test_the_cap_applies_to_rate_periods_too() -> None:
     assert parse_rate("1/720h") == (1, MAX_DURATION_MS)
     with pytest.raises(ValueError, match="'721h' is longer than the maximum of 720h"):
         parse_rate("1/721h")
+
+
+# --- Millis: what a Duration field holds ------------------------------------------------
+
+
+def test_millis_is_an_int_of_milliseconds_that_knows_its_seconds() -> None:
+    value = parse_duration_ms("1m30s")
+    assert type(value) is Millis
+    assert value == 90_000 and hash(value) == hash(90_000) and value < 90_001
+    assert value.seconds == 90.0 and Millis(250).seconds == 0.25
+    assert repr(value) == "90000" and json.dumps({"ms": value}) == '{"ms": 90000}'
+    assert format_duration_ms(value) == "90s"
+    assert type(value + 1) is int, "arithmetic gives plain ints; only parsed values are durations"
+
+
+def test_a_loaded_config_holds_millis_and_round_trips_as_before() -> None:
+    config = ControlPlaneConfig.model_validate({"sources": {}, "debounce": {"quiet": "30ms"}})
+    assert type(config.debounce.quiet) is Millis and config.debounce.quiet.seconds == 0.03
+    assert type(config.debounce.max_delay) is Millis, "a default is a Millis too"
+    dumped = config.model_dump(by_alias=True, mode="json")
+    assert dumped["debounce"] == {"quiet": "30ms", "maxDelay": "250ms"}
+    assert ControlPlaneConfig.model_validate(yaml.safe_load(yaml.safe_dump(dumped))) == config
+
+
+def _duration_defaults(model: type[BaseModel], seen: set[type[BaseModel]]) -> Iterator[tuple[str, object]]:
+    if model in seen:
+        return
+    seen.add(model)
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if (annotation is Millis or Millis in getattr(annotation, "__args__", ())) and not field.is_required():
+            yield f"{model.__name__}.{name}", field.default
+        for candidate in [annotation, *getattr(annotation, "__args__", ())]:
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                yield from _duration_defaults(candidate, seen)
+
+
+@pytest.mark.parametrize("model", [ControlPlaneConfig, RouteSpec, ExtAuthzConfig, RateLimitConfig])
+def test_every_duration_default_is_millis(model: type[BaseModel]) -> None:
+    """Defaults are not validated, so `timeout: Duration = 250` would hold a bare int whose
+    `.seconds` fails at run time; mypy refuses it, and so does this."""
+    defaults = dict(_duration_defaults(model, set()))
+    assert defaults, "the walk found no Duration field"
+    assert {name: d for name, d in defaults.items() if d is not None and type(d) is not Millis} == {}

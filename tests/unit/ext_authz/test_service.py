@@ -153,9 +153,30 @@ async def test_a_repeat_token_is_served_from_the_cache(h: Harness) -> None:
     assert (h.verifier.verifications, h.verifier.cache_hits) == (1, 2)
 
 
-async def test_without_a_mirror_revocation_is_not_checked(clock: FakeClock) -> None:
+async def test_without_a_mirror_revocation_is_not_checked(
+    clock: FakeClock, mirror: RevocationMirror, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token = rsa_key().sign(claims())
+    await mirror.revoke("jti-1", NOW + 600)
+    await mirror.block("user-1", None)
+    status, _, body = denial(await (await build(clock, mirror)).check(bearer(token)))
+    assert (status, body["reason"]) == (401, "revoked"), "the control: with the mirror this token is denied"
+    consulted: list[str] = []
+
+    def spy(name: str) -> Callable[..., Any]:
+        real = getattr(RevocationMirror, name)
+
+        def recording(self: RevocationMirror, *args: Any) -> Any:
+            consulted.append(name)
+            return real(self, *args)
+
+        return recording
+
+    for name in ("check", "enforce"):
+        monkeypatch.setattr(RevocationMirror, name, spy(name))
     h = await build(clock, None)
-    ok_headers(await h.check(bearer(rsa_key().sign(claims()))))
+    ok_headers(await h.check(bearer(token)))
+    assert consulted == [], "no mirror was consulted"
 
 
 async def test_allowed_over_a_real_grpc_channel(h: Harness) -> None:

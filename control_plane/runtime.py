@@ -17,8 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from dataclasses import replace
-from types import MappingProxyType
 from typing import Any
 
 import structlog
@@ -40,13 +38,9 @@ from control_plane.sources.kubernetes.endpoints import LayeredEndpoints
 from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from control_plane.translator import ClusterRef, Endpoint, EndpointTable, EndpointTranslator
-from control_plane.translator.access_log import AccessLogSettings
-from control_plane.translator.ext_authz import ExtAuthzSettings
-from control_plane.translator.load_shedding import SheddingSettings
-from control_plane.translator.ratelimit import RateLimitSettings
-from control_plane.translator.pipeline import RouteTranslator, Translation, listener_resource, secret_resources
-from control_plane.translator.settings import GatewaySettings
-from control_plane.translator.tls import TlsSettings
+from control_plane.translator.edge import edge_resources
+from control_plane.translator.from_config import gateway_settings, node_group_settings
+from control_plane.translator.pipeline import RouteTranslator, Translation
 from control_plane.admin_api import admin_routes
 from servicekit.admin_http import AdminServer
 from servicekit.audit import AuditSink
@@ -61,45 +55,6 @@ class _NoEndpoints:
         return ()
 
 
-def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySettings:
-    ext_authz = None
-    if config.ext_authz is not None:
-        ext_authz = ExtAuthzSettings(_addresses(config.ext_authz.address), config.ext_authz.timeout, config.ext_authz.fail_open)
-    rate_limit = None
-    if config.rate_limit is not None:
-        rate_limit = RateLimitSettings(
-            _addresses(config.rate_limit.address), config.rate_limit.timeout, config.rate_limit.fail_closed
-        )
-    access_log = None
-    if config.access_log is not None:
-        access_log = AccessLogSettings(
-            _addresses(config.access_log.address), config.access_log.buffer_size, config.access_log.flush_interval
-        )
-    return GatewaySettings(
-        gateway.listener_address,
-        gateway.listener_port,
-        ext_authz,
-        rate_limit,
-        access_log,
-        max_request_headers_kb=gateway.max_request_headers_kb,
-        max_request_body_bytes=gateway.max_request_body_bytes,
-        server_header=gateway.server_header,
-        tls=None
-        if gateway.tls is None
-        else TlsSettings(config.absolute(gateway.tls.cert_file), config.absolute(gateway.tls.key_file)),
-        route_stats=gateway.route_stats,
-        shedding=None
-        if gateway.load_shedding is None
-        else SheddingSettings(gateway.load_shedding.latency_target, gateway.load_shedding.max_concurrency),
-    )
-
-
-def _addresses(raw: str | list[str]) -> tuple[tuple[str, int], ...]:
-    return tuple(
-        (host.strip("[]"), int(port)) for host, _, port in (a.rpartition(":") for a in ([raw] if isinstance(raw, str) else raw))
-    )
-
-
 class ControlPlane:
     def __init__(self, config: ControlPlaneConfig, *, audit: AuditSink | None = None) -> None:
         self.config = config
@@ -109,10 +64,7 @@ class ControlPlane:
         self.status = ProxyStatus(audit=self.audit)
         self._routes = RouteTranslator(gateway_settings(config, config.gateway))
         self._endpoints = EndpointTranslator()
-        self._group_edges = {
-            group: (listener_resource(edge), secret_resources(edge))
-            for group, edge in ((g, gateway_settings(config, s)) for g, s in config.node_groups.items())
-        }
+        self._group_edges = {group: edge_resources(settings) for group, settings in node_group_settings(config).items()}
         self._route_sets: dict[str, RouteSet] = {}
         self._static_table: EndpointTable = _NoEndpoints()
         self._translation: Translation | None = None
@@ -330,13 +282,8 @@ class ControlPlane:
         if problems:
             log.error("snapshot_inconsistent", problems=problems[:20], reason=reason)
             return
-        for group, (listener, secrets) in self._group_edges.items():
-            edge = replace(
-                snapshot,
-                listeners=MappingProxyType({listener.name: listener}),
-                secrets=MappingProxyType({s.name: s for s in secrets}),
-            )
-            self.cache.set_snapshot(edge, group)
+        for group, edge in self._group_edges.items():
+            self.cache.set_snapshot(snapshot.with_edge(edge.listeners, edge.secrets), group)
         self.cache.set_snapshot(snapshot, DEFAULT_GROUP)
         metrics.SNAPSHOTS.labels(reason).inc()
 

@@ -104,6 +104,10 @@ class Snapshot:
             changed_at=time.monotonic() if changed_at is None else changed_at,
         )
 
+    def with_edge(self, listeners: Iterable[Resource], secrets: Iterable[Resource]) -> Snapshot:
+        """The same config behind another node group's listener (and its TLS secret)."""
+        return replace(self, listeners=_frozen(listeners), secrets=_frozen(secrets))
+
     def inconsistencies(self) -> list[str]:
         """What would leave Envoy waiting or routing nowhere; empty when the snapshot is usable."""
         problems = []

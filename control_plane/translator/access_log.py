@@ -7,13 +7,16 @@ never delays a request; Envoy drops what it cannot send (``access_logs.grpc_acce
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
+from control_plane.translator.settings import AccessLogSettings as AccessLogSettings
+from control_plane.translator.settings import GatewaySettings
 from servicekit.durations import format_duration_ms
 
 ACCESS_LOG_CLUSTER = "gatehouse_access_log"
+ACCESS_LOGGER = "envoy.access_loggers.http_grpc"
 ACCESS_LOG_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"
 LOG_NAME = "gatehouse"
 REQUEST_HEADERS = ("x-user-id", "traceparent", "x-b3-traceid")
@@ -22,17 +25,10 @@ copy was stripped) and the trace id."""
 RESPONSE_HEADERS = ("x-ratelimit-remaining",)
 
 
-@dataclass(frozen=True, slots=True)
-class AccessLogSettings:
-    addresses: tuple[tuple[str, int], ...]
-    buffer_size_bytes: int = 16_384
-    flush_interval_ms: int = 1000
-
-
 def access_log(settings: AccessLogSettings) -> dict[str, Any]:
     """One ``access_log`` entry for the HTTP connection manager."""
     return {
-        "name": "envoy.access_loggers.http_grpc",
+        "name": ACCESS_LOGGER,
         "typed_config": {
             "@type": ACCESS_LOG_TYPE,
             "common_config": {
@@ -50,3 +46,15 @@ def access_log(settings: AccessLogSettings) -> dict[str, Any]:
 
 def access_log_cluster(settings: AccessLogSettings) -> dict[str, Any]:
     return grpc_service_cluster(ACCESS_LOG_CLUSTER, settings.addresses)
+
+
+class AccessLog(HttpFeature):
+    """Not an HTTP filter: the connection manager's logger, and the telemetry cluster."""
+
+    name = ACCESS_LOGGER
+
+    def connection_manager(self, settings: GatewaySettings) -> dict[str, Any]:
+        return {} if settings.access_log is None else {"access_log": [access_log(settings.access_log)]}
+
+    def clusters(self, settings: GatewaySettings) -> list[dict[str, Any]]:
+        return [] if settings.access_log is None else [access_log_cluster(settings.access_log)]

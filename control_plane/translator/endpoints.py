@@ -48,8 +48,3 @@ def load_assignment(ref: ClusterRef, endpoints: Iterable[Endpoint]) -> ClusterLo
             if endpoint.weight != 1:
                 lb.load_balancing_weight.value = endpoint.weight
     return assignment
-
-
-def translate_endpoints(refs: Iterable[ClusterRef], table: EndpointTable) -> dict[ClusterRef, ClusterLoadAssignment]:
-    """One assignment per referenced cluster; a cluster with no endpoints gets an empty one."""
-    return {ref: load_assignment(ref, table.endpoints_for(ref)) for ref in refs}

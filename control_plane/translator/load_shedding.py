@@ -26,25 +26,19 @@ Two mechanisms, both Envoy's own:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from servicekit.durations import format_duration_ms
+from control_plane.model.route import Route
+from control_plane.translator.feature import HttpFeature
+from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.settings import SheddingSettings as SheddingSettings
 
 SHED_FILTER = "envoy.filters.http.adaptive_concurrency"
 ADAPTIVE_CONCURRENCY_TYPE = "type.googleapis.com/envoy.extensions.filters.http.adaptive_concurrency.v3.AdaptiveConcurrency"
 FILTER_CONFIG_TYPE = "type.googleapis.com/envoy.config.route.v3.FilterConfig"
 PROTECTED = frozenset({"critical", "high"})
 SHED_FIRST = frozenset({"low"})
-
-
-@dataclass(frozen=True, slots=True)
-class SheddingSettings:
-    latency_target_ms: int
-    """Low-priority requests slower than this (× 1.25, at the percentile) shrink their limit."""
-    max_concurrency: int
-    percentile: float = 90.0
-    update_interval_ms: int = 100
 
 
 def routing_priority(priority: str) -> str:
@@ -75,3 +69,21 @@ def shed_filter(settings: SheddingSettings) -> dict[str, Any]:
 def shed_exempt() -> dict[str, Any]:
     """Switches the limit off for one route (every route but the ``low`` ones)."""
     return {"@type": FILTER_CONFIG_TYPE, "disabled": True}
+
+
+class LoadShedding(HttpFeature):
+    """The upstream pool of every route (by its priority), and the limit on ``low`` routes."""
+
+    name = SHED_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return None if settings.shedding is None else shed_filter(settings.shedding)
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        if settings.shedding is None or route.spec.priority in SHED_FIRST:
+            return None
+        return shed_exempt()
+
+    def route_action(self, route: Route, settings: GatewaySettings) -> dict[str, Any]:
+        priority = routing_priority(route.spec.priority)
+        return {} if priority == "DEFAULT" else {"priority": priority}

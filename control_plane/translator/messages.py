@@ -42,9 +42,8 @@ RouteEntry = route_components_pb2.Route
 HttpConnectionManager = http_connection_manager_pb2.HttpConnectionManager
 Secret = secret_pb2.Secret
 
-
-def type_url(message: type[Message]) -> str:
-    return f"type.googleapis.com/{message.DESCRIPTOR.full_name}"
+HEADER_MUTATION_TYPE = "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation"
+"""``header_mutation``: the identity-header strip, the response-header filter and HSTS are all one."""
 
 
 def parse(kind: type[M], data: dict[str, Any]) -> M:

@@ -1,4 +1,6 @@
-"""The translator's one entry point: routes in, Envoy resources out.
+"""The translator's entry points: ``RouteTranslator`` (routes in, every Envoy resource but
+endpoints out) and ``EndpointTranslator`` (endpoint tables in, EDS out); a node group's own
+listener comes from ``edge.edge_resources``.
 
 Each route's Envoy entries are cached by route identity (an unchanged source document
 yields the same Route object), so a commit that touches one route re-translates one
@@ -16,19 +18,17 @@ from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
-from control_plane.translator.access_log import access_log_cluster
 from control_plane.translator.clusters import ClusterPolicy, cluster, cluster_policies
-from control_plane.translator.ext_authz import ext_authz_cluster
 from control_plane.translator.coverage import unenforced
+from control_plane.translator.edge import edge_resources
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
-from control_plane.translator.listeners import http_listener
-from control_plane.translator.messages import Cluster, Secret, parse
+from control_plane.translator.http_filters import HTTP_FEATURES
+from control_plane.translator.messages import Cluster, parse
 from control_plane.translator import wire
-from control_plane.translator.names import LISTENER_NAME, ROUTE_CONFIG_NAME, ClusterRef
-from control_plane.translator.ratelimit import ratelimit_cluster, route_policy
-from control_plane.translator.routes import cluster_refs, route_configuration, route_entries
+from control_plane.translator.names import ROUTE_CONFIG_NAME, ClusterRef
+from control_plane.translator.route_entries import cluster_refs, route_entries
 from control_plane.translator.settings import GatewaySettings
-from control_plane.translator.tls import SECRET_NAME, tls_secret
+from control_plane.translator.virtual_hosts import route_configuration
 
 log = structlog.get_logger(component="translator")
 
@@ -41,23 +41,21 @@ class _Translated:
     """The route's Envoy entries, serialized as VirtualHost.routes records."""
     sort_key: SortKey
     refs: tuple[ClusterRef, ...]
-    policy: Resource | None
-    """The route's rate-limit policy for ratelimit_svc, if it has limits and the service is configured."""
+    resources: tuple[Resource, ...]
+    """What the features make of the route besides its entries (its rate-limit policy)."""
 
 
 def _translate_route(route: Route, settings: GatewaySettings) -> _Translated:
     encoded = b"".join(
         wire.as_route_field(entry.SerializeToString(deterministic=True)) for entry in route_entries(route, settings)
     )
-    policy = None
-    if settings.rate_limit is not None and route.spec.rate_limits and route.spec.disabled is None:
-        policy = Resource.from_message(ResourceType.RATELIMIT, route.id, route_policy(route))
-    return _Translated(encoded, specificity_key(route), tuple(cluster_refs(route)), policy)
+    resources = tuple(r for feature in HTTP_FEATURES for r in feature.route_resources(route, settings))
+    return _Translated(encoded, specificity_key(route), tuple(cluster_refs(route)), resources)
 
 
 @dataclass(frozen=True)
 class Translation:
-    """Everything but endpoints; endpoints come from ``endpoint_resources`` on their own path."""
+    """Everything but endpoints; endpoints come from ``EndpointTranslator`` on their own path."""
 
     listeners: tuple[Resource, ...]
     routes: tuple[Resource, ...]
@@ -73,8 +71,7 @@ class RouteTranslator:
         self._settings = settings
         self._entries: dict[Route, _Translated] = {}
         self._clusters: dict[tuple[ClusterRef, ClusterPolicy], Resource] = {}
-        self._listener = listener_resource(settings)
-        self._secrets = secret_resources(settings)
+        self._edge = edge_resources(settings)
         self._service_clusters = service_clusters(settings)
         self.translated_routes = 0
         """How many routes were translated (not served from cache), for tests and metrics."""
@@ -136,45 +133,22 @@ class RouteTranslator:
             references=tuple(ref.name for ref in refs),
         )
         return Translation(
-            listeners=(self._listener,),
+            listeners=self._edge.listeners,
             routes=(route_resource,),
             clusters=clusters,
             cluster_refs=refs,
             model=tuple(ordered),
-            ratelimits=tuple(t.policy for t in translated.values() if t.policy is not None),
-            secrets=self._secrets,
+            ratelimits=tuple(r for t in translated.values() for r in t.resources if r.type is ResourceType.RATELIMIT),
+            secrets=self._edge.secrets,
         )
 
 
-def listener_resource(settings: GatewaySettings) -> Resource:
-    """The HTTP listener for one node group; groups differ in where they listen, their
-    limits and their TLS."""
-    return Resource.from_message(
-        ResourceType.LISTENER,
-        LISTENER_NAME,
-        http_listener(settings),
-        references=(ROUTE_CONFIG_NAME,) + ((SECRET_NAME,) if settings.tls is not None else ()),
-    )
-
-
-def secret_resources(settings: GatewaySettings) -> tuple[Resource, ...]:
-    """The listener's TLS secret over SDS (file names, no key bytes), if it terminates TLS."""
-    if settings.tls is None:
-        return ()
-    return (Resource.from_message(ResourceType.SECRET, SECRET_NAME, parse(Secret, tls_secret(settings.tls))),)
-
-
 def service_clusters(settings: GatewaySettings) -> tuple[Resource, ...]:
-    """Clusters for Gatehouse's own services (static addresses, no EDS)."""
-    clusters = []
-    if settings.ext_authz is not None:
-        clusters.append(ext_authz_cluster(settings.ext_authz))
-    if settings.rate_limit is not None:
-        clusters.append(ratelimit_cluster(settings.rate_limit))
-    if settings.access_log is not None:
-        clusters.append(access_log_cluster(settings.access_log))
+    """Clusters for Gatehouse's own services (static addresses, no EDS), in feature order."""
     return tuple(
-        Resource.from_message(ResourceType.CLUSTER, data["name"], parse(Cluster, data)) for data in clusters
+        Resource.from_message(ResourceType.CLUSTER, data["name"], parse(Cluster, data))
+        for feature in HTTP_FEATURES
+        for data in feature.clusters(settings)
     )
 
 

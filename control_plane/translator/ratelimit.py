@@ -15,13 +15,17 @@ and returns them in ``response_headers_to_add``, so there is one source for the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from servicekit.durations import format_duration_ms
+from control_plane.cache.resource import Resource
+from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.model.schema import RateLimit
+from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
+from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.settings import RateLimitSettings as RateLimitSettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 RATELIMIT_FILTER = "envoy.filters.http.ratelimit"
@@ -31,14 +35,6 @@ DOMAIN = "gatehouse"
 LIMIT_ENTRY = "limit"
 API_KEY_HEADER = "x-api-key"
 USER_HEADER = "x-user-id"
-
-
-@dataclass(frozen=True, slots=True)
-class RateLimitSettings:
-    addresses: tuple[tuple[str, int], ...]
-    timeout_ms: int = 100
-    fail_closed: bool = False
-    """When ratelimit_svc cannot be reached: False lets requests through (the default), True answers 500."""
 
 
 def ratelimit_filter(settings: RateLimitSettings) -> dict[str, Any]:
@@ -110,3 +106,24 @@ def route_policy(route: Route) -> policy_pb2.RoutePolicy:
     return policy_pb2.RoutePolicy(
         route=route.id, limits=[_limit(route, index, limit) for index, limit in enumerate(route.spec.rate_limits)]
     )
+
+
+class GlobalRateLimit(HttpFeature):
+    name = RATELIMIT_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return None if settings.rate_limit is None else ratelimit_filter(settings.rate_limit)
+
+    def route_action(self, route: Route, settings: GatewaySettings) -> dict[str, Any]:
+        if settings.rate_limit is None or not route.spec.rate_limits:
+            return {}
+        return {"rate_limits": route_rate_limits(route)}
+
+    def clusters(self, settings: GatewaySettings) -> list[dict[str, Any]]:
+        return [] if settings.rate_limit is None else [ratelimit_cluster(settings.rate_limit)]
+
+    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
+        """The route's policy for ratelimit_svc, if it has limits and the service is configured."""
+        if settings.rate_limit is None or not route.spec.rate_limits or route.spec.disabled is not None:
+            return ()
+        return (Resource.from_message(ResourceType.RATELIMIT, route.id, route_policy(route)),)

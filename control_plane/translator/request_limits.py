@@ -1,4 +1,4 @@
-"""Request size limits and the response headers the gateway never lets out.
+"""Request size limits.
 
 Headers: the HCM's ``max_request_headers_kb`` (Envoy answers 431). Body:
 ``envoy.filters.http.body_size_limit`` (Envoy 1.40), which checks ``content-length`` up
@@ -6,11 +6,6 @@ front and counts streamed bytes, answering 413, *without* buffering the request 
 the ``buffer`` filter does. xds-protos (1.85) trails Envoy's API and lacks this filter's
 message, so its descriptor is registered here, exactly as Envoy 1.40 defines it (one
 ``UInt64Value max_request_bytes = 1``), unless xds-protos provides it.
-
-Responses: the router's ``suppress_envoy_headers`` stops it adding ``x-envoy-*`` headers
-(``x-envoy-upstream-service-time``, ...); a ``header_mutation`` filter removes any
-``x-envoy-*`` header an upstream or another filter put on a response, and the upstream's
-``server`` header (the HCM then sets its own, or none).
 """
 
 from __future__ import annotations
@@ -20,12 +15,12 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, wrappers_pb2
 
+from control_plane.translator.feature import HttpFeature
+from control_plane.translator.settings import GatewaySettings
+
 BODY_SIZE_LIMIT_FILTER = "envoy.filters.http.body_size_limit"
 BODY_SIZE_LIMIT_PACKAGE = "envoy.extensions.filters.http.body_size_limit.v3"
 BODY_SIZE_LIMIT_TYPE = f"type.googleapis.com/{BODY_SIZE_LIMIT_PACKAGE}.BodySizeLimit"
-RESPONSE_HEADERS_FILTER = "gatehouse.response_headers"
-HEADER_MUTATION_TYPE = "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation"
-INTERNAL_RESPONSE_HEADER_PREFIX = "x-envoy-"
 
 
 def register_body_size_limit() -> None:
@@ -70,14 +65,16 @@ def body_size_limit_filter(max_request_bytes: int) -> dict[str, Any]:
     }
 
 
-def response_headers_filter(*, remove_server: bool) -> dict[str, Any]:
-    """Removes internal headers from every response, upstream-generated or local."""
-    mutations: list[dict[str, Any]] = [
-        {"remove_on_match": {"key_matcher": {"prefix": INTERNAL_RESPONSE_HEADER_PREFIX, "ignore_case": True}}}
-    ]
-    if remove_server:
-        mutations.append({"remove": "server"})
-    return {
-        "name": RESPONSE_HEADERS_FILTER,
-        "typed_config": {"@type": HEADER_MUTATION_TYPE, "mutations": {"response_mutations": mutations}},
-    }
+class RequestLimits(HttpFeature):
+    """Headers are limited by the connection manager, bodies by this filter."""
+
+    name = BODY_SIZE_LIMIT_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        if not settings.max_request_body_bytes:
+            return None
+        return body_size_limit_filter(settings.max_request_body_bytes)
+
+    def connection_manager(self, settings: GatewaySettings) -> dict[str, Any]:
+        # Oversized request headers: 431, before any filter runs.
+        return {"max_request_headers_kb": settings.max_request_headers_kb}

@@ -1,14 +1,54 @@
-"""What the translator needs to know about the gateway besides the routes."""
+"""What the translator needs to know about the gateway besides the routes.
+
+One value per node group (``from_config.gateway_settings`` builds it from the config file);
+each feature module reads its own part (``ext_authz``, ``rate_limit``, ...), so the part
+classes live here with the whole and the feature modules import them, never the reverse.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from control_plane.translator.access_log import AccessLogSettings
-from control_plane.translator.ext_authz import ExtAuthzSettings
-from control_plane.translator.load_shedding import SheddingSettings
-from control_plane.translator.ratelimit import RateLimitSettings
-from control_plane.translator.tls import TlsSettings
+
+@dataclass(frozen=True, slots=True)
+class ExtAuthzSettings:
+    addresses: tuple[tuple[str, int], ...]
+    """(host, port) of each Authorization service instance."""
+    timeout_ms: int = 250
+    fail_open: bool = False
+    """When the service cannot be reached: False answers 503 (the default), True lets the request through."""
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimitSettings:
+    addresses: tuple[tuple[str, int], ...]
+    timeout_ms: int = 100
+    fail_closed: bool = False
+    """When ratelimit_svc cannot be reached: False lets requests through (the default), True answers 500."""
+
+
+@dataclass(frozen=True, slots=True)
+class AccessLogSettings:
+    addresses: tuple[tuple[str, int], ...]
+    buffer_size_bytes: int = 16_384
+    flush_interval_ms: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    cert_file: str
+    """PEM certificate chain (absolute path, as Envoy sees it)."""
+    key_file: str
+    """PEM private key (absolute path)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SheddingSettings:
+    latency_target_ms: int
+    """Low-priority requests slower than this (× 1.25, at the percentile) shrink their limit."""
+    max_concurrency: int
+    percentile: float = 90.0
+    update_interval_ms: int = 100
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,10 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from control_plane.model.route import Route
 from control_plane.model.schema import Access, Shield
+from control_plane.translator.feature import HttpFeature
+from control_plane.translator.settings import GatewaySettings
 
 RBAC_FILTER = "envoy.filters.http.rbac"
 RBAC_TYPE = "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC"
@@ -80,3 +83,23 @@ def shield_per_route(shield: Shield) -> dict[str, Any]:
         "filter_enabled": _always("route_shield_enabled"),
         "filter_enforced": _always("route_shield_enforced"),
     }
+
+
+class AccessList(HttpFeature):
+    name = RBAC_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return rbac_filter()
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        return None if route.spec.access is None else access_per_route(route.spec.access)
+
+
+class RouteShield(HttpFeature):
+    name = SHIELD_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return shield_filter()
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        return None if route.spec.shield is None else shield_per_route(route.spec.shield)

@@ -16,11 +16,15 @@ Envoy's fixed, all-AEAD set), ALPN h2 then http/1.1, and HSTS on every HTTPS res
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from control_plane.translator.request_limits import HEADER_MUTATION_TYPE
+from control_plane.cache.resource import Resource
+from control_plane.cache.types import ResourceType
+from control_plane.translator.feature import HttpFeature
+from control_plane.translator.messages import HEADER_MUTATION_TYPE, Secret, parse
+from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.settings import TlsSettings as TlsSettings
 
 DOWNSTREAM_TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
 SECRET_NAME = "gatehouse-tls"
@@ -40,14 +44,6 @@ CIPHER_SUITES = (
 ALPN_PROTOCOLS = ("h2", "http/1.1")
 
 
-@dataclass(frozen=True, slots=True)
-class TlsSettings:
-    cert_file: str
-    """PEM certificate chain (absolute path, as Envoy sees it)."""
-    key_file: str
-    """PEM private key (absolute path)."""
-
-
 def tls_secret(tls: TlsSettings) -> dict[str, Any]:
     """The SDS ``Secret``: where the pair is, and which directory to watch for a new one."""
     return {
@@ -58,6 +54,13 @@ def tls_secret(tls: TlsSettings) -> dict[str, Any]:
             "watched_directory": {"path": str(PurePath(tls.cert_file).parent)},
         },
     }
+
+
+def secret_resources(settings: GatewaySettings) -> tuple[Resource, ...]:
+    """The listener's TLS secret over SDS (file names, no key bytes), if it terminates TLS."""
+    if settings.tls is None:
+        return ()
+    return (Resource.from_message(ResourceType.SECRET, SECRET_NAME, parse(Secret, tls_secret(settings.tls))),)
 
 
 def downstream_tls_context() -> dict[str, Any]:
@@ -101,3 +104,13 @@ def hsts_filter() -> dict[str, Any]:
             },
         },
     }
+
+
+class Hsts(HttpFeature):
+    """HSTS on the TLS listener (the listener's transport socket and its secret are the
+    listener's own: ``listeners.http_listener``, ``secret_resources``)."""
+
+    name = HSTS_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return None if settings.tls is None else hsts_filter()

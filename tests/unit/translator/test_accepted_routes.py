@@ -8,7 +8,7 @@ import yaml
 from control_plane.model import Origin, Route, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
-from control_plane.translator.routes import vhost_name
+from control_plane.translator.virtual_hosts import vhost_name
 from tests.unit.translator.route_generator import route_documents
 
 

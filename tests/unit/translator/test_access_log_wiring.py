@@ -11,7 +11,7 @@ from control_plane.config import load_config
 from servicekit.errors import ConfigError
 from control_plane.model import Origin, parse_route_file
 from control_plane.render import resource_data
-from control_plane.runtime import gateway_settings
+from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.access_log import ACCESS_LOG_CLUSTER, AccessLogSettings
 

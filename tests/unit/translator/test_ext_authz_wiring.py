@@ -11,18 +11,19 @@ import pytest
 from control_plane.config import ControlPlaneConfig
 from control_plane.model import Origin, parse_route_file
 from control_plane.render import resource_data
-from control_plane.runtime import gateway_settings
+from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator, Translation
 from control_plane.translator.ext_authz import (
     EXT_AUTHZ_CLUSTER,
     EXT_AUTHZ_FILTER,
     EXT_AUTHZ_PER_ROUTE_TYPE,
     EXT_AUTHZ_TYPE,
-    HEADER_MUTATION_FILTER,
-    HEADER_MUTATION_TYPE,
     ExtAuthzSettings,
 )
-from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER, RESPONSE_HEADERS_FILTER
+from control_plane.translator.identity_headers import HEADER_MUTATION_FILTER
+from control_plane.translator.messages import HEADER_MUTATION_TYPE
+from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER
+from control_plane.translator.response_headers import RESPONSE_HEADERS_FILTER
 from ext_authz.config import IDENTITY_HEADERS as SERVICE_IDENTITY_HEADERS
 
 ROUTER_FILTER = "envoy.filters.http.router"

@@ -10,16 +10,13 @@ from pydantic import ValidationError
 
 from control_plane.config import ControlPlaneConfig, Gateway
 from control_plane.render import resource_data
-from control_plane.runtime import gateway_settings
+from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.local_replies import GATEWAY_ERRORS, REQUEST_ID
 from control_plane.translator.ratelimit import RateLimitSettings
-from control_plane.translator.request_limits import (
-    BODY_SIZE_LIMIT_FILTER,
-    BODY_SIZE_LIMIT_TYPE,
-    RESPONSE_HEADERS_FILTER,
-)
+from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER, BODY_SIZE_LIMIT_TYPE
+from control_plane.translator.response_headers import RESPONSE_HEADERS_FILTER
 
 ROUTER = "envoy.filters.http.router"
 IDENTITY = "envoy.filters.http.header_mutation"

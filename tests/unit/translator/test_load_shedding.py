@@ -12,12 +12,12 @@ from pydantic import ValidationError
 from control_plane.config import ControlPlaneConfig, Gateway
 from control_plane.model import Route
 from control_plane.model.schema import CircuitBreaker
-from control_plane.runtime import gateway_settings
+from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import ClusterRef, GatewaySettings
 from control_plane.translator.clusters import ClusterPolicy, cluster
 from control_plane.translator.listeners import http_filters
 from control_plane.translator.load_shedding import SHED_FILTER, SheddingSettings
-from control_plane.translator.routes import route_entries
+from control_plane.translator.route_entries import route_entries
 from tests.unit.translator.test_route_shields import route
 
 SHEDDING = GatewaySettings(shedding=SheddingSettings(latency_target_ms=200, max_concurrency=500))

@@ -11,7 +11,7 @@ from google.protobuf import json_format
 from control_plane.model import Origin, Route, parse_route_file
 from control_plane.translator import GatewaySettings
 from control_plane.translator.listeners import http_filters
-from control_plane.translator.routes import route_entries
+from control_plane.translator.route_entries import route_entries
 from control_plane.translator.shields import RBAC_FILTER, SHIELD_FILTER
 
 

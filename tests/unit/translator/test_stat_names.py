@@ -9,10 +9,11 @@ import pytest
 
 from control_plane.config import ControlPlaneConfig
 from control_plane.render import resource_data
-from control_plane.runtime import gateway_settings
+from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import ClusterRef, GatewaySettings, RouteTranslator
 from control_plane.translator.clusters import cluster_stat_name
-from control_plane.translator.routes import route_stat_prefix, vhost_name
+from control_plane.translator.route_entries import route_stat_prefix
+from control_plane.translator.virtual_hosts import vhost_name
 from tests.unit.translator.test_route_shields import route
 
 # What Envoy's default tag extractors accept as one tag value (no '.', and [\w-] for vhosts).

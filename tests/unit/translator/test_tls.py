@@ -21,7 +21,7 @@ from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.config import ControlPlaneConfig
 from control_plane.render import resource_data
-from control_plane.runtime import gateway_settings
+from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import RouteTranslator
 from control_plane.translator.listeners import http_listener
 from control_plane.translator.settings import GatewaySettings

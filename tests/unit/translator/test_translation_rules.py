@@ -9,7 +9,7 @@ import pytest
 from control_plane.model import Origin, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
-from control_plane.translator.routes import vhost_name
+from control_plane.translator.virtual_hosts import vhost_name
 from tests.unit.translator.golden import translate_case
 
 IDEMPOTENT = "GET|HEAD|OPTIONS|PUT|DELETE"

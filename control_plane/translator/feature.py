@@ -1,0 +1,49 @@
+"""What a gateway feature contributes to the Envoy config, in one place per feature.
+
+Each feature module (``ext_authz``, ``ratelimit``, ``shields``, ...) holds one class that
+implements ``HttpFeature``; ``http_filters.HTTP_FEATURES`` lists them in filter-chain
+order. The listener, the route entries and the pipeline loop over that list and never
+name a feature, so a new feature is one module and one line in the list (as Envoy
+Gateway's ``internal/xds/translator/httpfilters.go`` registers its filters).
+
+A hook a feature does not need keeps the default below (contributes nothing), so a
+feature class states only what it does. Every hook is a pure function of the route and
+the gateway's settings; a feature that is not configured returns nothing from each.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from control_plane.cache.resource import Resource
+from control_plane.model.route import Route
+from control_plane.translator.settings import GatewaySettings
+
+
+class HttpFeature(Protocol):
+    name: str
+    """The HTTP filter's name: in the chain, and the key of its ``typed_per_filter_config``."""
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        """The filter in the listener's chain; None: not in this listener's chain."""
+        return None
+
+    def connection_manager(self, settings: GatewaySettings) -> dict[str, Any]:
+        """Fields this feature sets on the HTTP connection manager (``access_log``, ...)."""
+        return {}
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        """The route's ``typed_per_filter_config`` entry for this filter; None: none."""
+        return None
+
+    def route_action(self, route: Route, settings: GatewaySettings) -> dict[str, Any]:
+        """Fields of the route's ``route`` action (not used by routes that answer directly)."""
+        return {}
+
+    def clusters(self, settings: GatewaySettings) -> list[dict[str, Any]]:
+        """Static clusters of the services this feature calls (ext_authz, ratelimit, ...)."""
+        return []
+
+    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
+        """Resources of another xDS type that the route brings (its rate-limit policy)."""
+        return ()

@@ -1,0 +1,49 @@
+"""Every gateway feature, in the order of the listener's HTTP filter chain.
+
+Envoy runs request filters top to bottom and response filters bottom to top, so a filter
+early in this list sees a request first and a response last (local replies included).
+The listener, the route entries and the pipeline loop over this list; the order of the
+clusters the features bring follows it too. Why each feature sits where it does:
+"""
+
+from __future__ import annotations
+
+from control_plane.translator.access_log import AccessLog
+from control_plane.translator.ext_authz import ExtAuthz
+from control_plane.translator.feature import HttpFeature
+from control_plane.translator.identity_headers import IdentityHeaders
+from control_plane.translator.load_shedding import LoadShedding
+from control_plane.translator.ratelimit import GlobalRateLimit
+from control_plane.translator.request_limits import RequestLimits
+from control_plane.translator.response_headers import ResponseHeaders
+from control_plane.translator.router import Router
+from control_plane.translator.shields import AccessList, RouteShield
+from control_plane.translator.tls import Hsts
+
+HTTP_FEATURES: tuple[HttpFeature, ...] = (
+    # HSTS first, on a TLS listener: the last filter to see a response, so every local
+    # reply (413, 403, 429, 503, 401, ...) carries it too.
+    Hsts(),
+    # Internal response headers (x-envoy-*, an upstream's server) are removed by the first
+    # of the rest: the last to see a response, local replies included.
+    ResponseHeaders(),
+    # Client-sent identity headers are stripped next, always: before any filter reads them
+    # (ext_authz sets them from the token; the global rate limit may key on them).
+    IdentityHeaders(),
+    # An oversized body is refused (413) before anyone spends work on it.
+    RequestLimits(),
+    # A route's IP access list (RBAC, 403) and its local rate-limit shield (429), both inert
+    # unless the route configures them, then the low-priority concurrency limit (503, only
+    # on `low` routes): a flood is cut before the calls out to ext_authz and ratelimit_svc.
+    AccessList(),
+    RouteShield(),
+    LoadShedding(),
+    # Authentication, then the global rate limit, which may key on the identity it set.
+    ExtAuthz(),
+    GlobalRateLimit(),
+    # The router ends the chain: it sends the request upstream.
+    Router(),
+    # Not a filter: the connection manager's access logger. Last, so its cluster comes
+    # after the ext_authz and ratelimit ones.
+    AccessLog(),
+)

@@ -1,0 +1,35 @@
+"""Identity headers: client-sent copies of what ext_authz sets are removed, on every route.
+
+``header_mutation`` removes client-sent ``x-user-id``, ``x-user-role`` and ``x-scope`` (any
+case, every copy) on every route, public or not, with or without ext_authz. Route-level
+header removal would run too late: ext_authz and other filters would already have seen the
+forged values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control_plane.translator.feature import HttpFeature
+from control_plane.translator.messages import HEADER_MUTATION_TYPE
+from control_plane.translator.settings import GatewaySettings
+
+IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
+HEADER_MUTATION_FILTER = "envoy.filters.http.header_mutation"
+
+
+def identity_header_filter() -> dict[str, Any]:
+    return {
+        "name": HEADER_MUTATION_FILTER,
+        "typed_config": {
+            "@type": HEADER_MUTATION_TYPE,
+            "mutations": {"request_mutations": [{"remove": name} for name in IDENTITY_HEADERS]},
+        },
+    }
+
+
+class IdentityHeaders(HttpFeature):
+    name = HEADER_MUTATION_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return identity_header_filter()

@@ -29,7 +29,10 @@ from typing import Any
 
 import grpc
 
-from ext_authz.revocation import InvalidEntry, RevocationMirror, StoreUnavailable
+from ext_authz.error_mapping import credential_file_errors
+from ext_authz.errors import CredentialError as CredentialError  # re-exported: the CLI imports it from here
+from ext_authz.errors import InvalidEntry, StoreUnavailable
+from ext_authz.revocation import RevocationMirror
 from ext_authz.revocation_store import Entry, Kind
 from servicekit.audit import (
     ADMIN_CALL,
@@ -55,24 +58,18 @@ _KINDS: dict[Kind, pb.EntryKind] = {"jti": pb.ENTRY_KIND_REVOKED_JTI, "sub": pb.
 SERVICE_NAME = service_full_name(pb.DESCRIPTOR, "RevocationAdmin")
 
 
-class CredentialError(ValueError):
-    """The admin credential (file) is unusable."""
-
-
 def check_credential(credential: str, origin: str = "the admin credential") -> str:
     if len(credential) < MIN_CREDENTIAL_CHARS:
-        raise CredentialError(f"{origin}: must be at least {MIN_CREDENTIAL_CHARS} characters")
+        raise CredentialError(origin, f"must be at least {MIN_CREDENTIAL_CHARS} characters")
     if not all(33 <= ord(c) < 127 for c in credential):
-        raise CredentialError(f"{origin}: must be printable ASCII without spaces")
+        raise CredentialError(origin, "must be printable ASCII without spaces")
     return credential
 
 
 def read_credential(path: Path) -> str:
     """The credential in ``path`` (surrounding whitespace ignored); CredentialError if unusable."""
-    try:
+    with credential_file_errors(path):
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CredentialError(f"{path}: cannot read the admin credential: {exc}") from None
     return check_credential(text.strip(), str(path))
 
 

@@ -40,7 +40,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from ext_authz import metrics
 from ext_authz.config import Issuer
-from ext_authz.errors import TokenError, UnavailableError
+from ext_authz.error_mapping import JWK_ERRORS, file_jwks_errors, http_jwks_errors
+from ext_authz.errors import JwksFetchError, TokenError, UnavailableError
 
 log = structlog.get_logger(component="ext_authz.jwks")
 
@@ -105,7 +106,7 @@ def key_from_jwk(entry: object, allowed: frozenset[str]) -> VerificationKey | No
         public["kid"] = kid
     try:
         pyjwk = jwt.PyJWK(public, algorithm=min(algorithms))
-    except (jwt.PyJWTError, ValueError, TypeError):
+    except JWK_ERRORS:
         return None
     if isinstance(pyjwk.key, rsa.RSAPublicKey) and pyjwk.key.key_size < MIN_RSA_BITS:
         return None
@@ -145,10 +146,6 @@ def cache_max_age(cache_control: str | None, age: str | None = None) -> float | 
     return max_age
 
 
-class JwksFetchError(Exception):
-    """A fetch failed; the message is safe to log (status, error type, never a body)."""
-
-
 @dataclass(frozen=True, slots=True)
 class JwksFetch:
     document: object | None
@@ -182,26 +179,22 @@ class HttpJwksSource:
         headers = {"Accept": "application/json"}
         if isinstance(known_version, str):
             headers["If-None-Match"] = known_version
-        try:
+        with http_jwks_errors(self.url, self._timeout):
             async with asyncio.timeout(self._timeout):
                 async with self._session.get(self.url, headers=headers, max_redirects=3) as resp:
                     max_age = cache_max_age(resp.headers.get("Cache-Control"), resp.headers.get("Age"))
                     if resp.status == 304 and known_version is not None:
                         return JwksFetch(None, known_version, max_age)
                     if resp.status != 200:
-                        raise JwksFetchError(f"HTTP {resp.status}")
+                        raise JwksFetchError(f"HTTP {resp.status}", source=self.url, reason="http_status")
                     body = bytearray()
                     async for chunk in resp.content.iter_any():
                         body += chunk
                         if len(body) > self._max_bytes:
-                            raise JwksFetchError(f"JWKS larger than {self._max_bytes} bytes")
+                            raise JwksFetchError(
+                                f"JWKS larger than {self._max_bytes} bytes", source=self.url, reason="too_large"
+                            )
                     return JwksFetch(json.loads(body), resp.headers.get("ETag"), max_age)
-        except TimeoutError:
-            raise JwksFetchError(f"timed out after {self._timeout}s") from None
-        except aiohttp.ClientError as exc:
-            raise JwksFetchError(type(exc).__name__) from None
-        except (ValueError, RecursionError):
-            raise JwksFetchError("response is not JSON") from None
 
 
 class FileJwksSource:
@@ -213,18 +206,16 @@ class FileJwksSource:
         return await asyncio.to_thread(self._read, known_version)
 
     def _read(self, known_version: object | None) -> JwksFetch:
-        try:
+        with file_jwks_errors(self.path):
             st = os.stat(self.path)
             stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
             if stamp == known_version:
                 return JwksFetch(None, stamp)
             if st.st_size > MAX_JWKS_BYTES:
-                raise JwksFetchError(f"JWKS file larger than {MAX_JWKS_BYTES} bytes")
+                raise JwksFetchError(
+                    f"JWKS file larger than {MAX_JWKS_BYTES} bytes", source=str(self.path), reason="too_large"
+                )
             return JwksFetch(json.loads(self.path.read_bytes()), stamp)
-        except OSError as exc:
-            raise JwksFetchError(f"cannot read {self.path}: {exc.strerror}") from None
-        except (ValueError, RecursionError):
-            raise JwksFetchError(f"{self.path} is not JSON") from None
 
 
 class IssuerKeys:
@@ -370,7 +361,7 @@ class IssuerKeys:
             if result.document is not None:
                 keys, ignored = load_jwks(result.document, self._allowed)
                 if not keys:
-                    raise JwksFetchError(f"no usable signing key among {ignored} entries")
+                    raise JwksFetchError(f"no usable signing key among {ignored} entries", reason="no_usable_key")
                 self._install(keys, ignored)
             self._version = result.version
             self._confirmed(result.max_age)

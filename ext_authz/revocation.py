@@ -48,7 +48,7 @@ import structlog
 
 from ext_authz import metrics
 from ext_authz.config import Revocation
-from ext_authz.errors import ForbiddenError, RevokedError, UnavailableError
+from ext_authz.errors import ForbiddenError, InvalidEntry, RevokedError, StoreUnavailable, UnavailableError
 from ext_authz.revocation_store import (
     PONG,
     Change,
@@ -56,7 +56,6 @@ from ext_authz.revocation_store import (
     Kind,
     RedisRevocationStore,
     RevocationStore,
-    StoreUnavailable,
     Subscription,
 )
 
@@ -90,15 +89,6 @@ class Verdict(enum.Enum):
     REVOKED = "revoked"
     BLOCKED = "blocked"
     UNAVAILABLE = "unavailable"
-
-
-class InvalidEntry(ValueError):
-    """A jti, subject or expiry the admin side refuses; ``str()`` names the field, never the value."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 def validate_identifier(field: str, value: str) -> str:
@@ -566,7 +556,7 @@ class RevocationMirror:
                 self._messages += 1
                 metrics.REVOCATION_MESSAGES.labels(item.op).inc()
             if ping_sent is not None and loop.time() - ping_sent > self._heartbeat:
-                raise StoreUnavailable(f"no pong within {self._heartbeat:g}s")
+                raise StoreUnavailable(f"no pong within {self._heartbeat:g}s", operation="heartbeat", reason="no_pong")
 
     async def _housekeeping(self) -> None:
         """Drop lapsed entries and refresh the gauges, once a second."""

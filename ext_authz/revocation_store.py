@@ -10,7 +10,8 @@ Layout (``prefix`` is ``revocation.keyPrefix``, default ``gatehouse:``)::
         {"op": "unblock", "sub": "..."}
 
 Every write is one MULTI/EXEC transaction: the SET (or DEL) and its PUBLISH. Every Redis
-call is bounded by ``timeout``; failures of any kind surface as ``StoreUnavailable``.
+call is bounded by ``timeout``; failures of any kind surface as ``StoreUnavailable``
+(``errors.py``; mapped from redis and socket errors in ``error_mapping.py``).
 
 The mirror (``revocation.py``) depends only on the ``RevocationStore`` and
 ``Subscription`` protocols; ``RedisRevocationStore`` is the one real implementation.
@@ -30,8 +31,9 @@ import structlog
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 from redis.retry import Retry
+
+from ext_authz.error_mapping import REDIS_ERRORS, redis_errors
 
 log = structlog.get_logger(component="revocation")
 
@@ -39,10 +41,6 @@ Kind = Literal["jti", "sub"]
 """``jti``: a revoked token id; ``sub``: a blocked subject."""
 
 _SCAN_BATCH = 500
-
-
-class StoreUnavailable(Exception):
-    """Redis could not be reached or did not answer in time (always transient)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +165,9 @@ class _RedisSubscription:
         self._timeout = timeout
 
     async def receive(self, timeout: float) -> Change | Literal["pong"] | None:
-        try:
+        with redis_errors("receive", "subscription lost"):
             async with asyncio.timeout(timeout + self._timeout):
                 message = await self._pubsub.get_message(timeout=timeout)
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(f"subscription lost: {_describe(exc)}") from exc
         if message is None:
             return None
         kind = message.get("type")
@@ -186,11 +182,9 @@ class _RedisSubscription:
             return None
 
     async def ping(self) -> None:
-        try:
+        with redis_errors("ping", "subscription ping failed"):
             async with asyncio.timeout(self._timeout):
                 await self._pubsub.ping()
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(f"subscription ping failed: {_describe(exc)}") from exc
 
 
 class RedisRevocationStore:
@@ -213,32 +207,28 @@ class RedisRevocationStore:
     async def subscription(self) -> AsyncIterator[Subscription]:
         pubsub = self._pubsub_redis.pubsub()
         try:
-            try:
+            with redis_errors("subscribe", "cannot subscribe"):
                 async with asyncio.timeout(self.timeout * 4):
                     await pubsub.subscribe(self.keys.channel)
                     while True:  # wait for the confirmation: from here on nothing is missed
                         message = await pubsub.get_message(timeout=self.timeout)
                         if message is not None and message.get("type") == "subscribe":
                             break
-            except (RedisError, OSError, TimeoutError) as exc:
-                raise StoreUnavailable(f"cannot subscribe: {_describe(exc)}") from exc
             yield _RedisSubscription(pubsub, self.timeout)
         finally:
             try:
                 async with asyncio.timeout(self.timeout):
                     await pubsub.aclose()  # type: ignore[no-untyped-call]
-            except (RedisError, OSError, TimeoutError):
+            except REDIS_ERRORS:
                 pass
 
     async def scan(self, kind: Kind | None = None, limit: int | None = None) -> list[Entry]:
         kinds: Sequence[Kind] = ("jti", "sub") if kind is None else (kind,)
         entries: list[Entry] = []
-        try:
+        with redis_errors("scan", "scan failed"):
             for each in kinds:
                 if await self._scan_kind(each, entries, limit):
                     break
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(f"scan failed: {_describe(exc)}") from exc
         return entries
 
     async def _scan_kind(self, kind: Kind, into: list[Entry], limit: int | None) -> bool:
@@ -273,7 +263,7 @@ class RedisRevocationStore:
 
     async def _write(self, change: Change, value: str, expires_at: float | None) -> None:
         key = self.keys.key(change.entry.kind, change.entry.value)
-        try:
+        with redis_errors(change.op, f"{change.op} failed"):
             async with asyncio.timeout(self.timeout):
                 async with self._redis.pipeline(transaction=True) as pipe:
                     if expires_at is None:
@@ -282,19 +272,15 @@ class RedisRevocationStore:
                         pipe.set(key, value, pxat=math.ceil(expires_at * 1000))
                     pipe.publish(self.keys.channel, encode_change(change))
                     await pipe.execute()
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(f"{change.op} failed: {_describe(exc)}") from exc
 
     async def unblock(self, subject: str) -> bool:
         change = Change("unblock", Entry("sub", subject, None))
-        try:
+        with redis_errors("unblock", "unblock failed"):
             async with asyncio.timeout(self.timeout):
                 async with self._redis.pipeline(transaction=True) as pipe:
                     pipe.delete(self.keys.key("sub", subject))
                     pipe.publish(self.keys.channel, encode_change(change))
                     deleted, _ = await pipe.execute()
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise StoreUnavailable(f"unblock failed: {_describe(exc)}") from exc
         return bool(deleted)
 
     async def close(self) -> None:
@@ -302,11 +288,5 @@ class RedisRevocationStore:
             try:
                 async with asyncio.timeout(self.timeout):
                     await client.aclose()
-            except (RedisError, OSError, TimeoutError):
+            except REDIS_ERRORS:
                 pass
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError) and not str(exc):
-        return "timed out"
-    return f"{type(exc).__name__}: {exc}"[:300]

@@ -41,6 +41,7 @@ from typing import Any
 import jwt
 
 from ext_authz.config import Issuer
+from ext_authz.error_mapping import SIGNATURE_ERRORS
 from ext_authz.errors import TokenError
 from ext_authz.jwks import IssuerKeys, is_safe_kid
 from ext_authz.token_cache import TokenCache, token_digest
@@ -157,7 +158,7 @@ def _check_signature(signing_input: bytes, signature: bytes, pyjwk: jwt.PyJWK, a
     try:
         algorithm = jwt.get_algorithm_by_name(alg)
         valid = algorithm.verify(signing_input, pyjwk.key, signature)
-    except (NotImplementedError, ValueError, TypeError, jwt.PyJWTError):
+    except SIGNATURE_ERRORS:
         raise TokenError("bad_signature", "the key cannot verify this token") from None
     if not valid:
         raise TokenError("bad_signature", "the signature does not verify")

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
+from .errors import LimitSpecError as LimitSpecError  # its home is errors.py; importable from here as before
+
 Algorithm = Literal["slidingWindow", "tokenBucket", "fixedWindow"]
 Mode = Literal["exact", "hybrid"]
 StoreFailure = Literal["local", "open", "closed"]
@@ -24,10 +26,6 @@ The Lua scripts compute in doubles; keeping every product below 3 × 10^15 < 2^5
 the sliding-window arithmetic exact, so Redis and the local maths agree to the request.
 (10 million per day is 8.64 × 10^14: comfortably inside.)
 """
-
-
-class LimitSpecError(ValueError):
-    """A LimitSpec that the algorithms cannot honour; the message names the limit and field."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +49,7 @@ class LimitSpec:
 
     def __post_init__(self) -> None:
         def bad(field: str, reason: str) -> LimitSpecError:
-            return LimitSpecError(f"limit {self.id!r}: {field}: {reason}")
+            return LimitSpecError(self.id, field, reason)
 
         if not self.id:
             raise bad("id", "must not be empty")

@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from ext_authz.config import Issuer
-from ext_authz.jwks import JwksFetch, JwksFetchError
+from ext_authz.errors import JwksFetchError
+from ext_authz.jwks import JwksFetch
 
 ISSUER = "https://auth.example.com/"
 NOW = 1_700_000_000.0

@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Literal
 
-from ext_authz.revocation_store import PONG, Change, Entry, Kind, StoreUnavailable
+from ext_authz.errors import StoreUnavailable
+from ext_authz.revocation_store import PONG, Change, Entry, Kind
 
 
 class FakeSubscription:

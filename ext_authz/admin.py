@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
 
+from ext_authz.admin_input import printable, validate_reason
 from ext_authz.error_mapping import credential_file_errors
 from ext_authz.errors import CredentialError as CredentialError  # re-exported: the CLI imports it from here
 from ext_authz.errors import InvalidEntry, StoreUnavailable
-from ext_authz.revocation import RevocationMirror
-from ext_authz.revocation_store import Entry, Kind
+from ext_authz.revocation_mirror import RevocationMirror
+from ext_authz.revocation_set import Entry, Kind
 from servicekit.audit import (
     ADMIN_CALL,
     REVOCATION_BLOCKED,
@@ -52,7 +52,6 @@ OPERATOR_HEADER = "x-gatehouse-operator"
 MIN_CREDENTIAL_CHARS = 16
 DEFAULT_LIST_LIMIT = 1000
 MAX_LIST_LIMIT = 10_000
-_MAX_REASON_CHARS = 256
 _UNAUTHENTICATED = "a valid admin credential is required"
 _KINDS: dict[Kind, pb.EntryKind] = {"jti": pb.ENTRY_KIND_REVOKED_JTI, "sub": pb.ENTRY_KIND_BLOCKED_SUBJECT}
 SERVICE_NAME = service_full_name(pb.DESCRIPTOR, "RevocationAdmin")
@@ -80,15 +79,11 @@ class _Caller:
         self.peer: str = str(context.peer())
         self.operator: str | None = None
         for key, value in context.invocation_metadata() or ():
-            if key == OPERATOR_HEADER and isinstance(value, str) and _printable(value, 64):
+            if key == OPERATOR_HEADER and isinstance(value, str) and printable(value, 64):
                 self.operator = value
 
     def details(self, method: str, outcome: str) -> dict[str, Detail]:
         return {"method": method, "outcome": outcome, "peer": self.peer, "operator": self.operator}
-
-
-def _printable(value: str, limit: int) -> bool:
-    return len(value) <= limit and not any(unicodedata.category(c).startswith("C") for c in value)
 
 
 class _CredentialInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
@@ -215,10 +210,10 @@ class RevocationAdminService(revocation_pb2_grpc.RevocationAdminServicer):
         )
 
     async def _reason(self, reason: str, method: str, caller: _Caller, context: Any) -> str:
-        if reason and not _printable(reason, _MAX_REASON_CHARS):
-            await self._refuse(
-                InvalidEntry("reason", f"at most {_MAX_REASON_CHARS} printable characters"), method, caller, context
-            )
+        try:
+            validate_reason(reason)
+        except InvalidEntry as exc:
+            await self._refuse(exc, method, caller, context)
         return reason
 
     async def _refuse(self, exc: Exception, method: str, caller: _Caller, context: Any) -> None:

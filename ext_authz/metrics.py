@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-# Revocation mirror (ext_authz/revocation.py).
+# Revocation mirror (ext_authz/revocation_mirror.py).
 REVOCATION_STATE = Gauge(
     "gatehouse_revocation_mirror_state", "1 for the mirror's current state: syncing, in_sync or degraded", ["state"]
 )

@@ -13,8 +13,9 @@ Every write is one MULTI/EXEC transaction: the SET (or DEL) and its PUBLISH. Eve
 call is bounded by ``timeout``; failures of any kind surface as ``StoreUnavailable``
 (``errors.py``; mapped from redis and socket errors in ``error_mapping.py``).
 
-The mirror (``revocation.py``) depends only on the ``RevocationStore`` and
-``Subscription`` protocols; ``RedisRevocationStore`` is the one real implementation.
+The mirror (``revocation_mirror.py``) depends only on the ``RevocationStore`` and
+``Subscription`` protocols; ``RedisRevocationStore`` is the one real implementation. The
+values stored and sent (``Entry``, ``Change``) are ``revocation_set.py``'s.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import json
 import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
 import structlog
@@ -34,33 +34,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ext_authz.error_mapping import REDIS_ERRORS, redis_errors
+from ext_authz.revocation_set import Change, Entry, Kind
 
 log = structlog.get_logger(component="revocation")
 
-Kind = Literal["jti", "sub"]
-"""``jti``: a revoked token id; ``sub``: a blocked subject."""
-
 _SCAN_BATCH = 500
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One revocation or block. ``expires_at`` is Unix seconds; None: a permanent block.
-
-    For a revoked jti, ``expires_at`` is the token's ``exp``.
-    """
-
-    kind: Kind
-    value: str
-    expires_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One pub/sub message: ``revoke`` and ``block`` add ``entry``, ``unblock`` removes it."""
-
-    op: Literal["revoke", "block", "unblock"]
-    entry: Entry
 
 
 PONG: Final = "pong"

@@ -21,7 +21,7 @@ from ext_authz import metrics
 from ext_authz.admin import build_admin_server, read_credential
 from ext_authz.config import ExtAuthzConfig
 from ext_authz.jwks import IssuerKeys
-from ext_authz.revocation import RevocationMirror
+from ext_authz.revocation_mirror import RevocationMirror
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
 from servicekit.admin_http import AdminServer

@@ -29,7 +29,7 @@ from ext_authz.config import Issuer
 from ext_authz.errors import AuthzError, TokenError
 from ext_authz.requirements import check_requirements
 from ext_authz.responses import allowed, denied
-from ext_authz.revocation import RevocationMirror
+from ext_authz.revocation_mirror import RevocationMirror
 from ext_authz.tokens import TokenVerifier
 from ext_authz.denial_audit import DenialAudit
 from servicekit.audit import AuditSink

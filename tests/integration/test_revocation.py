@@ -20,7 +20,10 @@ import pytest
 from redis.asyncio import Redis
 
 from ext_authz.admin import RevocationAdminServer, build_admin_server
-from ext_authz.revocation import Policy, RevocationMirror, StoreUnavailable, Verdict
+from ext_authz.errors import StoreUnavailable
+from ext_authz.revocation_mirror import RevocationMirror
+from ext_authz.revocation_policy import Policy
+from ext_authz.revocation_set import Verdict
 from ext_authz.revocation_store import RedisRevocationStore
 from servicekit.audit import ADMIN_CALL, REVOCATION_BLOCKED, REVOCATION_REVOKED, REVOCATION_UNBLOCKED, MemoryAuditSink
 from servicekit.protos.gatehouse.admin.v1 import revocation_pb2 as pb

@@ -18,7 +18,8 @@ from prometheus_client import REGISTRY
 from ext_authz.config import Issuer
 from ext_authz.errors import AuthzError, ForbiddenError, RevokedError, TokenError, UnavailableError
 from ext_authz.jwks import IssuerKeys
-from ext_authz.revocation import RevocationMirror, Verdict
+from ext_authz.revocation_mirror import RevocationMirror
+from ext_authz.revocation_set import Verdict
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
 from servicekit.audit import AUTHZ_DENIED, AuditEvent, MemoryAuditSink

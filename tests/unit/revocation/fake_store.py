@@ -9,7 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Literal
 
 from ext_authz.errors import StoreUnavailable
-from ext_authz.revocation_store import PONG, Change, Entry, Kind
+from ext_authz.revocation_set import Change, Entry, Kind
+from ext_authz.revocation_store import PONG
 
 
 class FakeSubscription:

@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from ext_authz.errors import ForbiddenError, RevokedError, UnavailableError
-from ext_authz.revocation import InvalidEntry, Policy, RevocationMirror, StoreUnavailable, Verdict
-from ext_authz.revocation_store import Change, Entry
+from ext_authz.errors import InvalidEntry, StoreUnavailable
+from ext_authz.revocation_mirror import RevocationMirror
+from ext_authz.revocation_policy import Policy
+from ext_authz.revocation_set import Change, Entry, Verdict
 from tests.unit.revocation.fake_store import FakeStore
 
 def fast_mirror(store: FakeStore, policy: Policy = "closed", resync_interval: float = 60.0) -> RevocationMirror:

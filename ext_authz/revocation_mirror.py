@@ -1,264 +1,42 @@
-"""Revoked tokens and blocked subjects: a local mirror of Redis, checked with no round trip.
+"""Revoked tokens and blocked subjects: one instance's mirror of Redis, checked with no round trip.
 
-Every ext_authz instance keeps both sets in memory (``RevocationSet``), fed by the
-pub/sub channel (a write reaches every instance within milliseconds) and repaired by a
-full SCAN every ``resyncInterval`` plus after every (re)subscription. The Redis layout
-is documented in ``revocation_store.py``.
+Every ext_authz instance keeps both sets in memory (``RevocationSet``,
+``revocation_set.py``), fed by the pub/sub channel (a write reaches every instance within
+milliseconds) and repaired by a full SCAN every ``resyncInterval`` plus after every
+(re)subscription. The Redis layout is documented in ``revocation_store.py``.
 
-Freshness. The mirror is *in sync* while its subscription is confirmed alive (a PING on
-the subscription connection answered at least every ``heartbeat``) and its last resync
-succeeded. ``synced_at`` is the last moment it was known to be in sync. Any failure (a
-dropped connection, a missed pong, a failed scan, a timeout) makes it *degraded*; it
-then reconnects with exponential back-off (with jitter, up to ``max_backoff``),
-resubscribes, resyncs, and is in sync again: no restart needed.
+This module is the I/O loop: subscribe, resync, listen, PING every ``heartbeat``. Any
+failure (a dropped connection, a missed pong, a failed scan, a timeout) makes the mirror
+*degraded*; it then reconnects with exponential back-off (with jitter, up to
+``max_backoff``), resubscribes, resyncs, and is in sync again: no restart needed. What a
+check answers meanwhile, per ``revocation.onUnavailable``, is ``revocation_policy.py``.
 
-``check(jti, subject, now)`` answers from memory:
-
-- in sync (and ``synced_at`` no older than ``stale_after``): ``REVOKED`` if the jti is
-  revoked, else ``BLOCKED`` if the subject is blocked, else ``OK``;
-- otherwise the policy ``revocation.onUnavailable`` decides:
-    - ``closed`` (default): every check is ``UNAVAILABLE`` (the caller answers 503);
-    - ``open``: the mirror's answer, so what it already knows is still denied and
-      everything else is allowed;
-    - ``lastKnown``: the mirror's answer while ``now - synced_at <= last_known_for``,
-      ``UNAVAILABLE`` after that (and before the first sync).
-
-Before the first full sync (``ready`` is False), ``closed`` and ``lastKnown`` answer
-``UNAVAILABLE`` and ``open`` answers ``OK``.
-
-A revoked jti counts until ``exp + grace`` (``grace`` must cover the largest issuer
-leeway, since a token is accepted until ``exp + leeway``); the Redis key expires then
-too. A block counts until ``until`` or forever.
+The admin side writes through the mirror (``revoke``/``block``/``unblock``, validated by
+``admin_input.py``): Redis first, then the local mirror at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
-import heapq
 import math
 import random
 import time
-import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import structlog
 
 from ext_authz import metrics
+from ext_authz.admin_input import validate_expiry, validate_identifier
 from ext_authz.config import Revocation
-from ext_authz.errors import ForbiddenError, InvalidEntry, RevokedError, StoreUnavailable, UnavailableError
-from ext_authz.revocation_store import (
-    PONG,
-    Change,
-    Entry,
-    Kind,
-    RedisRevocationStore,
-    RevocationStore,
-    Subscription,
-)
+from ext_authz.errors import ForbiddenError, RevokedError, StoreUnavailable, UnavailableError
+from ext_authz.revocation_policy import MirrorState, Policy, State
+from ext_authz.revocation_set import Change, Entry, Kind, RevocationSet, Verdict
+from ext_authz.revocation_store import PONG, RedisRevocationStore, RevocationStore, Subscription
 
-__all__ = [
-    "Entry",
-    "InvalidEntry",
-    "MirrorState",
-    "MirrorStats",
-    "Policy",
-    "RevocationMirror",
-    "RevocationSet",
-    "StoreUnavailable",
-    "Verdict",
-    "validate_expiry",
-    "validate_identifier",
-]
+__all__ = ["MirrorStats", "RevocationMirror"]
 
 log = structlog.get_logger(component="revocation")
-
-Policy = Literal["closed", "open", "lastKnown"]
-State = Literal["syncing", "in_sync", "degraded"]
-
-MAX_IDENTIFIER_CHARS = 256
-MAX_AHEAD_SECONDS = 365 * 86_400
-"""Revocations and blocks with an expiry end at most a year ahead."""
-_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-class Verdict(enum.Enum):
-    OK = "ok"
-    REVOKED = "revoked"
-    BLOCKED = "blocked"
-    UNAVAILABLE = "unavailable"
-
-
-def validate_identifier(field: str, value: str) -> str:
-    """A jti or subject: non-empty, at most 256 characters, no control characters."""
-    if not value:
-        raise InvalidEntry(field, "must not be empty")
-    if len(value) > MAX_IDENTIFIER_CHARS:
-        raise InvalidEntry(field, f"longer than {MAX_IDENTIFIER_CHARS} characters")
-    if any(unicodedata.category(c) in _FORBIDDEN_CATEGORIES for c in value):
-        raise InvalidEntry(field, "contains control characters")
-    return value
-
-
-def validate_expiry(field: str, at: float, now: float) -> float:
-    """An expiry (Unix seconds): in the future and at most a year ahead."""
-    if not math.isfinite(at) or at <= now:
-        raise InvalidEntry(field, "must be in the future")
-    if at > now + MAX_AHEAD_SECONDS:
-        raise InvalidEntry(field, "must be at most one year ahead")
-    return at
-
-
-class RevocationSet:
-    """Revoked jtis and blocked subjects with their expiries; pure, no I/O, no clock.
-
-    Entries are dropped by ``purge(now)`` once lapsed; ``lookup`` ignores lapsed ones, so
-    correctness never depends on how often ``purge`` runs.
-    """
-
-    def __init__(self, *, grace: float) -> None:
-        self.grace = grace
-        self.revoked: dict[str, float] = {}
-        """jti → token exp; counts until exp + grace."""
-        self.blocked: dict[str, float] = {}
-        """subject → until; math.inf for a permanent block."""
-        self._heap: list[tuple[float, Kind, str]] = []
-
-    def lookup(self, jti: str | None, subject: str, now: float) -> Verdict:
-        if jti is not None:
-            exp = self.revoked.get(jti)
-            if exp is not None and now < exp + self.grace:
-                return Verdict.REVOKED
-        until = self.blocked.get(subject)
-        if until is not None and now < until:
-            return Verdict.BLOCKED
-        return Verdict.OK
-
-    def apply(self, change: Change) -> None:
-        entry = change.entry
-        if change.op == "unblock":
-            self.blocked.pop(entry.value, None)
-        elif change.op == "revoke":
-            assert entry.expires_at is not None
-            self.revoked[entry.value] = entry.expires_at
-            heapq.heappush(self._heap, (entry.expires_at + self.grace, "jti", entry.value))
-        else:
-            until = math.inf if entry.expires_at is None else entry.expires_at
-            self.blocked[entry.value] = until
-            if until != math.inf:
-                heapq.heappush(self._heap, (until, "sub", entry.value))
-
-    def add(self, entries: Iterable[Entry], now: float) -> None:
-        """Add stored entries (a scan's result), skipping those already lapsed."""
-        for entry in entries:
-            if entry.kind == "jti":
-                assert entry.expires_at is not None
-                if now < entry.expires_at + self.grace:
-                    self.apply(Change("revoke", entry))
-            elif entry.expires_at is None or now < entry.expires_at:
-                self.apply(Change("block", entry))
-
-    def purge(self, now: float) -> int:
-        """Drop lapsed entries; returns how many."""
-        dropped = 0
-        heap = self._heap
-        while heap and heap[0][0] <= now:
-            drop_at, kind, value = heapq.heappop(heap)
-            if kind == "jti":
-                exp = self.revoked.get(value)
-                if exp is not None and exp + self.grace <= now:
-                    del self.revoked[value]
-                    dropped += 1
-            else:
-                until = self.blocked.get(value)
-                if until is not None and until <= now:
-                    del self.blocked[value]
-                    dropped += 1
-        return dropped
-
-    def differences(self, other: RevocationSet) -> int:
-        """How many entries differ between two sets (0 when equal)."""
-        if self.revoked == other.revoked and self.blocked == other.blocked:
-            return 0
-        count = 0
-        for mine, theirs in ((self.revoked, other.revoked), (self.blocked, other.blocked)):
-            count += sum(1 for k, v in mine.items() if theirs.get(k) != v)
-            count += sum(1 for k in theirs if k not in mine)
-        return count
-
-    def entries(self) -> list[Entry]:
-        out = [Entry("jti", jti, exp) for jti, exp in self.revoked.items()]
-        out += [Entry("sub", sub, None if until == math.inf else until) for sub, until in self.blocked.items()]
-        return out
-
-
-class MirrorState:
-    """The mirror's contents plus its sync status, and the policy that turns both into a
-    verdict. Pure: every method takes ``now`` (Unix seconds), so tests drive the clock.
-    """
-
-    def __init__(
-        self, *, policy: Policy, last_known_for: float, stale_after: float, grace: float
-    ) -> None:
-        self.policy: Policy = policy
-        self.last_known_for = last_known_for
-        self.stale_after = stale_after
-        self.entries = RevocationSet(grace=grace)
-        self.state: State = "syncing"
-        self.synced_at: float | None = None
-        self.reason = "not synced yet"
-
-    @property
-    def ready(self) -> bool:
-        """A first full sync has completed (ever)."""
-        return self.synced_at is not None
-
-    def check(self, jti: str | None, subject: str, now: float) -> Verdict:
-        known = self.entries.lookup(jti, subject, now)
-        synced_at = self.synced_at
-        if synced_at is None:
-            return known if self.policy == "open" else Verdict.UNAVAILABLE
-        if self.state == "in_sync" and now - synced_at <= self.stale_after:
-            return known
-        if self.policy == "open":
-            return known
-        if self.policy == "lastKnown" and now - synced_at <= self.last_known_for:
-            return known
-        return Verdict.UNAVAILABLE
-
-    def fresh(self, now: float) -> bool:
-        return self.state == "in_sync" and self.synced_at is not None and now - self.synced_at <= self.stale_after
-
-    def lag(self, now: float) -> float | None:
-        """Seconds since last known in sync; None before the first sync."""
-        return None if self.synced_at is None else max(0.0, now - self.synced_at)
-
-    def mark_synced(self, at: float) -> bool:
-        """In sync as of ``at``; True if that is a change of state."""
-        changed = self.state != "in_sync"
-        self.state = "in_sync"
-        self.reason = "subscribed and resynced"
-        if self.synced_at is None or at > self.synced_at:
-            self.synced_at = at
-        return changed
-
-    def mark_lost(self, reason: str) -> bool:
-        """Cannot be refreshed any more; True if that is a change of state."""
-        changed = self.state == "in_sync"
-        if self.state == "in_sync":
-            self.state = "degraded"
-        self.reason = reason
-        return changed
-
-    def replace(self, fresh: RevocationSet, now: float) -> int:
-        """Swap in a resync's result; returns how many entries it corrected."""
-        self.entries.purge(now)
-        fresh.purge(now)
-        repaired = self.entries.differences(fresh)
-        self.entries = fresh
-        return repaired
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +129,7 @@ class RevocationMirror:
     # ---- the hot path --------------------------------------------------------------
 
     def check(self, jti: str | None, subject: str, now: float) -> Verdict:
-        """Synchronous, no I/O: see the module docstring for the exact semantics."""
+        """Synchronous, no I/O: see ``revocation_policy.py`` for the exact semantics."""
         return self._state.check(jti, subject, now)
 
     def enforce(self, jti: str | None, subject: str, now: float) -> None:

@@ -1,0 +1,131 @@
+"""Revoked jtis and blocked subjects: the values (``Entry``, ``Change``) and the pure set
+that holds them (``RevocationSet``). No I/O, no clock: every call takes ``now``.
+
+A revoked jti counts until ``exp + grace`` (``grace`` must cover the largest issuer
+leeway, since a token is accepted until ``exp + leeway``); the Redis key expires then
+too. A block counts until ``until`` or forever.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Change", "Entry", "Kind", "RevocationSet", "Verdict"]
+
+Kind = Literal["jti", "sub"]
+"""``jti``: a revoked token id; ``sub``: a blocked subject."""
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One revocation or block. ``expires_at`` is Unix seconds; None: a permanent block.
+
+    For a revoked jti, ``expires_at`` is the token's ``exp``.
+    """
+
+    kind: Kind
+    value: str
+    expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One pub/sub message: ``revoke`` and ``block`` add ``entry``, ``unblock`` removes it."""
+
+    op: Literal["revoke", "block", "unblock"]
+    entry: Entry
+
+
+class Verdict(enum.Enum):
+    OK = "ok"
+    REVOKED = "revoked"
+    BLOCKED = "blocked"
+    UNAVAILABLE = "unavailable"
+
+
+class RevocationSet:
+    """Revoked jtis and blocked subjects with their expiries; pure, no I/O, no clock.
+
+    Entries are dropped by ``purge(now)`` once lapsed; ``lookup`` ignores lapsed ones, so
+    correctness never depends on how often ``purge`` runs.
+    """
+
+    def __init__(self, *, grace: float) -> None:
+        self.grace = grace
+        self.revoked: dict[str, float] = {}
+        """jti → token exp; counts until exp + grace."""
+        self.blocked: dict[str, float] = {}
+        """subject → until; math.inf for a permanent block."""
+        self._heap: list[tuple[float, Kind, str]] = []
+
+    def lookup(self, jti: str | None, subject: str, now: float) -> Verdict:
+        if jti is not None:
+            exp = self.revoked.get(jti)
+            if exp is not None and now < exp + self.grace:
+                return Verdict.REVOKED
+        until = self.blocked.get(subject)
+        if until is not None and now < until:
+            return Verdict.BLOCKED
+        return Verdict.OK
+
+    def apply(self, change: Change) -> None:
+        entry = change.entry
+        if change.op == "unblock":
+            self.blocked.pop(entry.value, None)
+        elif change.op == "revoke":
+            assert entry.expires_at is not None
+            self.revoked[entry.value] = entry.expires_at
+            heapq.heappush(self._heap, (entry.expires_at + self.grace, "jti", entry.value))
+        else:
+            until = math.inf if entry.expires_at is None else entry.expires_at
+            self.blocked[entry.value] = until
+            if until != math.inf:
+                heapq.heappush(self._heap, (until, "sub", entry.value))
+
+    def add(self, entries: Iterable[Entry], now: float) -> None:
+        """Add stored entries (a scan's result), skipping those already lapsed."""
+        for entry in entries:
+            if entry.kind == "jti":
+                assert entry.expires_at is not None
+                if now < entry.expires_at + self.grace:
+                    self.apply(Change("revoke", entry))
+            elif entry.expires_at is None or now < entry.expires_at:
+                self.apply(Change("block", entry))
+
+    def purge(self, now: float) -> int:
+        """Drop lapsed entries; returns how many."""
+        dropped = 0
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            drop_at, kind, value = heapq.heappop(heap)
+            if kind == "jti":
+                exp = self.revoked.get(value)
+                if exp is not None and exp + self.grace <= now:
+                    del self.revoked[value]
+                    dropped += 1
+            else:
+                until = self.blocked.get(value)
+                if until is not None and until <= now:
+                    del self.blocked[value]
+                    dropped += 1
+        return dropped
+
+    def differences(self, other: RevocationSet) -> int:
+        """How many entries differ between two sets (0 when equal)."""
+        if self.revoked == other.revoked and self.blocked == other.blocked:
+            return 0
+        count = 0
+        for mine, theirs in ((self.revoked, other.revoked), (self.blocked, other.blocked)):
+            count += sum(1 for k, v in mine.items() if theirs.get(k) != v)
+            count += sum(1 for k in theirs if k not in mine)
+        return count
+
+    def entries(self) -> list[Entry]:
+        out = [Entry("jti", jti, exp) for jti, exp in self.revoked.items()]
+        out += [Entry("sub", sub, None if until == math.inf else until) for sub, until in self.blocked.items()]
+        return out

@@ -299,9 +299,9 @@ async def _service_cost(args: argparse.Namespace, redis_url: str, n: int) -> dic
     are not touched."""
     from envoy.service.ratelimit.v3 import rls_pb2
 
-    from ratelimit_svc.hybrid import HybridSettings
-    from ratelimit_svc.limiter import Limiter
-    from ratelimit_svc.model import LimitSpec
+    from limiter.hybrid import HybridSettings
+    from limiter.engine import Limiter
+    from limiter.model import LimitSpec
     from ratelimit_svc.service import PolicyTable, RateLimitService
 
     def spec(name: str, mode: str, deny: bool) -> LimitSpec:

@@ -11,37 +11,14 @@
 
 from __future__ import annotations
 
-import os
-import socket
 from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
 
+from limiter.config import Hybrid, Policies, Redis
 from servicekit.config_file import HostPort, Listen, load_config_file
-from servicekit.durations import Duration, Millis
 from servicekit.model import Model
-
-
-
-
-class Redis(Model):
-    url: str
-    timeout: Duration = Millis(50)
-
-
-class Hybrid(Model):
-    max_batch: Annotated[int, Field(ge=1, le=100_000)] = 100
-
-
-class Xds(Model):
-    address: HostPort
-    node_id: str = Field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
-    cluster: str = "ratelimit"
-
-
-class Policies(Model):
-    xds: Xds
 
 
 class RateLimitConfig(Model):

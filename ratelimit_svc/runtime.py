@@ -18,9 +18,8 @@ from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from servicekit.admin_http import AdminServer
 from servicekit.grpc_serving import GrpcServing, service_full_name
 from ratelimit_svc.config import RateLimitConfig
-from ratelimit_svc.hybrid import HybridSettings
-from ratelimit_svc.limiter import Limiter
-from ratelimit_svc.policy_source import PolicySource
+from limiter.config import build_limiter
+from limiter.policies import PolicySource
 from ratelimit_svc.service import PolicyTable, RateLimitService
 
 log = structlog.get_logger(component="ratelimit")
@@ -36,7 +35,7 @@ class RateLimitProcess:
             config.policies.xds.address,
             node_id=config.policies.xds.node_id,
             cluster=config.policies.xds.cluster,
-            on_update=self.table.replace,
+            on_update=self.table.apply,
         )
 
     def readiness(self) -> tuple[bool, str]:
@@ -46,12 +45,7 @@ class RateLimitProcess:
 
     async def run(self) -> None:
         config = self.config
-        limiter = Limiter(
-            url=config.redis.url,
-            expected_instances=config.expected_instances,
-            timeout=config.redis.timeout / 1000,
-            hybrid=HybridSettings(max_batch=config.hybrid.max_batch),
-        )
+        limiter = build_limiter(config.redis, config.hybrid, expected_instances=config.expected_instances)
         server = grpc.aio.server()
         rls_pb2_grpc.add_RateLimitServiceServicer_to_server(RateLimitService(limiter, self.table), server)
         try:

@@ -10,8 +10,6 @@ request is not counted against the limits that passed it (``Limiter.refund``).
 
 from __future__ import annotations
 
-import asyncio
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,9 +19,12 @@ from envoy.config.core.v3 import base_pb2
 from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 from google.protobuf import duration_pb2
 
-from ratelimit_svc import metrics
-from ratelimit_svc.limiter import Limiter
-from ratelimit_svc.model import Decision, LimitSpec
+from limiter import metrics
+from limiter.engine import Limiter
+from limiter.model import Decision, LimitSpec
+from limiter.policies import descriptor_key, parse_policies
+from limiter.verdict import decide, rate_limit_headers
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 log = structlog.get_logger(component="ratelimit")
 
@@ -31,6 +32,7 @@ DOMAIN = "gatehouse"
 LIMIT_ENTRY = "limit"
 _OK = rls_pb2.RateLimitResponse.OK
 _OVER = rls_pb2.RateLimitResponse.OVER_LIMIT
+_NO_LIMIT = rls_pb2.RateLimitResponse.DescriptorStatus(code=rls_pb2.RateLimitResponse.OK)
 _UNITS = {
     1_000: rls_pb2.RateLimitResponse.RateLimit.SECOND,
     60_000: rls_pb2.RateLimitResponse.RateLimit.MINUTE,
@@ -45,6 +47,10 @@ class PolicyTable:
     def __init__(self) -> None:
         self.specs: Mapping[str, LimitSpec] = {}
         self.keys: Mapping[str, str] = {}
+
+    def apply(self, policies: list[policy_pb2.RoutePolicy]) -> None:
+        """The table from the control plane's policies; ValueError (NACKed) if unusable."""
+        self.replace(*parse_policies(policies))
 
     def replace(self, specs: dict[str, LimitSpec], keys: dict[str, str]) -> None:
         removed = self.specs.keys() - specs.keys()
@@ -62,14 +68,9 @@ def _key(descriptor: Any, table: PolicyTable) -> tuple[LimitSpec, str] | None:
     if spec is None:
         return None
     kind = entries[1].key
-    if kind != _descriptor_key(table.keys.get(spec.id, "")):
+    if kind != descriptor_key(table.keys.get(spec.id, "")):
         return None
     return spec, f"{kind}={entries[1].value}"
-
-
-def _descriptor_key(policy_key: str) -> str:
-    """The descriptor key Envoy uses for a policy key (see control_plane/translator/ratelimit.py)."""
-    return "remote_address" if policy_key == "ip" else policy_key
 
 
 def _status(spec: LimitSpec, decision: Decision, enforced_denial: bool) -> rls_pb2.RateLimitResponse.DescriptorStatus:
@@ -90,18 +91,6 @@ def _header(key: str, value: str) -> base_pb2.HeaderValue:
     return base_pb2.HeaderValue(key=key, value=value)
 
 
-def rate_limit_headers(binding: Decision, denied: bool) -> list[base_pb2.HeaderValue]:
-    reset = max(1, math.ceil(binding.reset_after)) if denied else max(0, math.ceil(binding.reset_after))
-    headers = [
-        _header("x-ratelimit-limit", str(binding.limit)),
-        _header("x-ratelimit-remaining", str(max(0, binding.remaining))),
-        _header("x-ratelimit-reset", str(reset)),
-    ]
-    if denied:
-        headers.append(_header("retry-after", str(reset)))
-    return headers
-
-
 class RateLimitService(rls_pb2_grpc.RateLimitServiceServicer):  # type: ignore[misc]
     def __init__(self, limiter: Limiter, table: PolicyTable) -> None:
         self._limiter = limiter
@@ -115,34 +104,19 @@ class RateLimitService(rls_pb2_grpc.RateLimitServiceServicer):  # type: ignore[m
         cost = request.hits_addend or 1
         named = [_key(d, self._table) for d in request.descriptors]
         known = [n for n in named if n is not None]
-        checks = [self._limiter.hit(spec, key, cost) for spec, key in known]
-        results = await asyncio.gather(*checks) if len(checks) > 1 else [await checks[0]] if checks else []
-        decisions = iter(results)
+        if not known:
+            return rls_pb2.RateLimitResponse(overall_code=_OK, statuses=[_NO_LIMIT for _ in named])
+        verdict = await decide(self._limiter, known, cost)
+        decisions = iter(verdict.decisions)
         statuses = []
-        binding: Decision | None = None
-        denied_any = False
         for item in named:
             if item is None:
-                statuses.append(rls_pb2.RateLimitResponse.DescriptorStatus(code=_OK))
+                statuses.append(_NO_LIMIT)
                 continue
             spec, _ = item
             decision = next(decisions)
-            enforced_denial = not decision.allowed and not spec.shadow
-            statuses.append(_status(spec, decision, enforced_denial))
-            if spec.shadow:
-                continue
-            if enforced_denial:
-                if not denied_any or binding is None or decision.reset_after > binding.reset_after:
-                    binding = decision
-                denied_any = True
-            elif not denied_any and (binding is None or decision.remaining < binding.remaining):
-                binding = decision
-        if denied_any and len(known) > 1:
-            # A denied request used nothing: give the other limits' hits back.
-            await asyncio.gather(*(
-                self._limiter.refund(spec, key, decision, cost) for (spec, key), decision in zip(known, results)
-            ))
-        response = rls_pb2.RateLimitResponse(overall_code=_OVER if denied_any else _OK, statuses=statuses)
-        if binding is not None:
-            response.response_headers_to_add.extend(rate_limit_headers(binding, denied_any))
+            statuses.append(_status(spec, decision, not decision.allowed and not spec.shadow))
+        response = rls_pb2.RateLimitResponse(overall_code=_OVER if verdict.denied else _OK, statuses=statuses)
+        if verdict.binding is not None:
+            response.response_headers_to_add.extend(_header(k, v) for k, v in rate_limit_headers(verdict.binding, verdict.denied))
         return response

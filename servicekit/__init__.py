@@ -12,8 +12,11 @@ It holds what more than one service needs and nothing that belongs to one of the
   watchdog (``loop_watchdog``), child processes (``child_process``);
 - the Python code generated from ``protos/`` (``protos``).
 
-Layers (checked by tests/unit/test_layers.py): ``servicekit`` imports no other Gatehouse
-package; each service (``control_plane``, ``ext_authz``, ``ratelimit_svc``, ``telemetry``)
-imports only ``servicekit``, never another service; the CLI (``gatehouse``) sits on top
-and wires services together.
+Layers (checked by tests/unit/test_layers.py), bottom up:
+
+1. ``servicekit`` imports no other Gatehouse package;
+2. libraries shared by services (``limiter``, the rate-limit engine) import only the kernel;
+3. each service (``control_plane``, ``ext_authz``, ``ratelimit_svc``, ``telemetry``) imports
+   the kernel and libraries, never another service;
+4. the CLI (``gatehouse``) sits on top and wires services together.
 """

@@ -76,7 +76,7 @@ ALERT_NAMES = {
     "requestsNotServedUpstream": "GatehouseRequestsNotServedUpstream",
 }
 # Where the Python code declares its metrics (module-level metrics register on import).
-METRIC_MODULES = ["control_plane.metrics", "ext_authz.metrics", "ratelimit_svc.metrics", "telemetry.metrics"]
+METRIC_MODULES = ["control_plane.metrics", "ext_authz.metrics", "limiter.metrics", "telemetry.metrics"]
 PACKAGES = ["control_plane", "ext_authz", "ratelimit_svc", "telemetry", "gatehouse"]
 # Labels Prometheus adds to every scraped series (not Envoy's): the selectors may use them.
 TARGET_LABELS = {"namespace"}

@@ -16,9 +16,9 @@ import pytest
 from redis.asyncio import RedisCluster as AsyncRedisCluster
 from structlog.testing import capture_logs
 
-from ratelimit_svc import Limiter, LimitSpec
-from ratelimit_svc.keys import counter_key
-from ratelimit_svc.redis_store import RedisClient
+from limiter import Limiter, LimitSpec
+from limiter.keys import counter_key
+from limiter.redis_store import RedisClient
 from tests.harness.redis_cluster import RedisCluster
 from tests.integration.test_ratelimit_store import (  # noqa: F401  (collected here as well)
     SAFE_TIMEOUT,

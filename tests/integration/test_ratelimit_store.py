@@ -23,13 +23,13 @@ import pytest
 from prometheus_client import REGISTRY
 from redis.crc import key_slot
 
-from ratelimit_svc import BreakerSettings, Decision, HybridSettings, Limiter, LimitSpec
-from ratelimit_svc.hybrid import HybridStore
-from ratelimit_svc.keys import counter_key, reservation_key
-from ratelimit_svc.local import LocalStore
-from ratelimit_svc.model import Algorithm, Mode, StoreFailure
-from ratelimit_svc.redis_store import RedisClient, RedisStore, connect
-from ratelimit_svc.scripts import source
+from limiter import BreakerSettings, Decision, HybridSettings, Limiter, LimitSpec
+from limiter.hybrid import HybridStore
+from limiter.keys import counter_key, reservation_key
+from limiter.local import LocalStore
+from limiter.model import Algorithm, Mode, StoreFailure
+from limiter.redis_store import RedisClient, RedisStore, connect
+from limiter.scripts import source
 from tests.harness.redis import RedisServer
 
 pytestmark = pytest.mark.redis

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import count
 
-from ratelimit_svc.model import Algorithm, LimitSpec, Mode, StoreFailure
+from limiter.model import Algorithm, LimitSpec, Mode, StoreFailure
 
 _ids = count()
 

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from ratelimit_svc import algorithms as alg
-from ratelimit_svc.model import Algorithm, LimitSpec
+from limiter import algorithms as alg
+from limiter.model import Algorithm, LimitSpec
 
 from tests.unit.ratelimit.specs import spec
 

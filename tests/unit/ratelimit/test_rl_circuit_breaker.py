@@ -7,7 +7,7 @@ from itertools import count
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from ratelimit_svc.circuit_breaker import BreakerSettings, CircuitBreaker
+from limiter.circuit_breaker import BreakerSettings, CircuitBreaker
 
 _names = count()
 

@@ -1,6 +1,6 @@
 """Hybrid bookkeeping against an in-memory reservation backend, with one fake clock.
 
-The over-admission bound from ratelimit_svc/hybrid.py is checked here by simulation:
+The over-admission bound from limiter/hybrid.py is checked here by simulation:
 N instances, random interleavings, every admission checked against what exact mode allows.
 """
 
@@ -11,11 +11,11 @@ import random
 
 import pytest
 
-from ratelimit_svc import algorithms as alg
-from ratelimit_svc.algorithms import Grant
-from ratelimit_svc.hybrid import HybridSettings, HybridStore
-from ratelimit_svc.local import LocalStore
-from ratelimit_svc.model import Algorithm, LimitSpec
+from limiter import algorithms as alg
+from limiter.algorithms import Grant
+from limiter.hybrid import HybridSettings, HybridStore
+from limiter.local import LocalStore
+from limiter.model import Algorithm, LimitSpec
 
 from tests.unit.ratelimit.specs import FakeClock, spec
 
@@ -258,7 +258,7 @@ async def test_calls_per_decision_at_a_steady_rate() -> None:
 async def test_tokens_of_a_removed_limit_lapse_without_bringing_its_metrics_back() -> None:
     from prometheus_client import REGISTRY
 
-    from ratelimit_svc import metrics
+    from limiter import metrics
 
     clock = FakeClock()
     backend = CountingBackend(clock)

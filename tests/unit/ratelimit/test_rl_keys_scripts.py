@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ratelimit_svc import keys, scripts
+from limiter import keys, scripts
 
 from tests.unit.ratelimit.specs import spec
 

@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import REGISTRY
 from structlog.testing import capture_logs
 
-from ratelimit_svc import BreakerSettings, Decision, Limiter
-from ratelimit_svc.errors import StoreTimeout
-from ratelimit_svc.model import LimitSpec
+from limiter import BreakerSettings, Decision, Limiter
+from limiter.errors import StoreTimeout
+from limiter.model import LimitSpec
 
 from tests.harness.ports import free_port
 from tests.unit.ratelimit.specs import spec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ratelimit_svc.local import LocalStore
+from limiter.local import LocalStore
 
 from tests.unit.ratelimit.specs import FakeClock, spec
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-import ratelimit_svc
-from ratelimit_svc.model import Decision, LimitSpec, LimitSpecError, local_share
+import limiter
+from limiter.model import Decision, LimitSpec, LimitSpecError, local_share
 
 from tests.unit.ratelimit.specs import spec
 
@@ -68,6 +68,6 @@ def test_local_share_of_a_token_bucket_divides_its_rate() -> None:
 
 
 def test_public_api_is_sorted_and_importable() -> None:
-    assert ratelimit_svc.__all__ == sorted(ratelimit_svc.__all__)
-    for name in ratelimit_svc.__all__:
-        assert getattr(ratelimit_svc, name) is not None
+    assert limiter.__all__ == sorted(limiter.__all__)
+    for name in limiter.__all__:
+        assert getattr(limiter, name) is not None

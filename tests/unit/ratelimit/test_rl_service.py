@@ -12,8 +12,8 @@ from envoy.extensions.common.ratelimit.v3 import ratelimit_pb2
 from envoy.service.ratelimit.v3 import rls_pb2
 from prometheus_client import REGISTRY
 
-from ratelimit_svc import BreakerSettings, Limiter
-from ratelimit_svc.model import LimitSpec
+from limiter import BreakerSettings, Limiter
+from limiter.model import LimitSpec
 from ratelimit_svc.service import DOMAIN, PolicyTable, RateLimitService
 
 from tests.harness.ports import free_port

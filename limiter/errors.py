@@ -1,4 +1,4 @@
-"""The ratelimit_svc exception tree: every error this package raises on purpose is one of these.
+"""The rate-limit engine's exception tree: every error this package raises on purpose is one of these.
 
     RateLimitError             the root
      ├── LimitSpecError        ValueError too: a limit the algorithms cannot honour

@@ -7,7 +7,7 @@
 While open, callers are refused at once (no socket, no timeout to wait out), so every hit
 goes straight to its on_store_failure policy. The half-open probe is real traffic: the
 first hit after the cooldown, so recovery needs no timer task. Every transition is logged
-and counted (``ratelimit_svc.metrics``).
+and counted (``limiter.metrics``).
 """
 
 from __future__ import annotations

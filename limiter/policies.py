@@ -1,9 +1,11 @@
-"""Rate-limit policies from the control plane, over its ADS server (state of the world).
+"""Route policies from the control plane, over its ADS server (state of the world).
 
 The control plane serves one ``gatehouse.ratelimit.v1.RoutePolicy`` per route with
-limits. This client subscribes to that type, replaces its table with every response and
-ACKs it; a response it cannot use is NACKed with the reason, and the table it had keeps
-serving. A lost control plane keeps the last table; the stream reconnects with back-off.
+limits (and, for the HTTP authorization transport, per route that needs a token). This
+client subscribes to that type and hands every response's policies to ``on_update``,
+which builds its table and raises ValueError if it cannot use them; the response is then
+NACKed with the reason and the table it had keeps serving. A lost control plane keeps the
+last table; the stream reconnects with back-off.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import grpc
 import structlog
 from envoy.config.core.v3 import base_pb2
 from envoy.service.discovery.v3 import ads_pb2_grpc, discovery_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 
-from ratelimit_svc.model import LimitSpec
+from limiter.model import LimitSpec
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 log = structlog.get_logger(component="ratelimit.policies")
@@ -30,7 +33,8 @@ Policies = Mapping[str, LimitSpec]
 """Limit id ("<route>#<index>") → its spec."""
 
 
-def _spec(limit: policy_pb2.Limit) -> LimitSpec:
+def limit_spec(limit: policy_pb2.Limit) -> LimitSpec:
+    """A delivered limit as the engine's spec; ValueError (LimitSpecError) if unusable."""
     if limit.algorithm not in ("slidingWindow", "tokenBucket", "fixedWindow"):
         raise ValueError(f"limit {limit.id}: unknown algorithm {limit.algorithm!r}")
     if limit.limit < 1 or limit.window_ms < 1:
@@ -47,14 +51,19 @@ def _spec(limit: policy_pb2.Limit) -> LimitSpec:
     )
 
 
-def parse_policies(resources: list[bytes]) -> tuple[dict[str, LimitSpec], dict[str, str]]:
-    """(limit id → spec, limit id → key kind) from serialized RoutePolicy resources."""
+def descriptor_key(policy_key: str) -> str:
+    """The descriptor key Envoy uses for a policy key (control_plane/translator/ratelimit.py);
+    counter keys are ``<descriptor key>=<value>`` on both transports."""
+    return "remote_address" if policy_key == "ip" else policy_key
+
+
+def parse_policies(policies: list[policy_pb2.RoutePolicy]) -> tuple[dict[str, LimitSpec], dict[str, str]]:
+    """(limit id → spec, limit id → key kind) from RoutePolicy resources."""
     specs: dict[str, LimitSpec] = {}
     keys: dict[str, str] = {}
-    for body in resources:
-        policy = policy_pb2.RoutePolicy.FromString(body)
+    for policy in policies:
         for limit in policy.limits:
-            specs[limit.id] = _spec(limit)
+            specs[limit.id] = limit_spec(limit)
             keys[limit.id] = limit.key
     return specs, keys
 
@@ -66,7 +75,7 @@ class PolicySource:
         *,
         node_id: str,
         cluster: str,
-        on_update: Callable[[dict[str, LimitSpec], dict[str, str]], None],
+        on_update: Callable[[list[policy_pb2.RoutePolicy]], None],
     ) -> None:
         self._address = address
         self._node = base_pb2.Node(id=node_id, cluster=cluster)
@@ -100,14 +109,14 @@ class PolicySource:
             async for response in stub.StreamAggregatedResources(outgoing()):
                 ack = discovery_pb2.DiscoveryRequest(type_url=RATELIMIT_URL, response_nonce=response.nonce)
                 try:
-                    specs, keys = parse_policies([r.value for r in response.resources if r.type_url == RATELIMIT_URL])
-                except (ValueError, TypeError) as exc:
+                    policies = [policy_pb2.RoutePolicy.FromString(r.value) for r in response.resources if r.type_url == RATELIMIT_URL]
+                    self._on_update(policies)
+                except (ValueError, TypeError, DecodeError) as exc:
                     log.error("policies_rejected", version=response.version_info, error=str(exc))
                     ack.version_info = self.version
                     ack.error_detail.CopyFrom(status_pb2.Status(code=3, message=str(exc)))
                 else:
-                    self._on_update(specs, keys)
                     self.version = ack.version_info = response.version_info
                     self.synced.set()
-                    log.info("policies_applied", version=response.version_info, limits=len(specs))
+                    log.info("policies_applied", version=response.version_info, routes=len(policies))
                 await requests.put(ack)

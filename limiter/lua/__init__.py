@@ -1,6 +1,6 @@
 """The rate-limit Lua scripts (data files; a package only so that ``pip install .`` ships them).
 
-``ratelimit_svc/scripts.py`` assembles each script as ``common.lua`` + one algorithm
+``limiter/scripts.py`` assembles each script as ``common.lua`` + one algorithm
 (``sliding_window.lua``, ``token_bucket.lua``, ``fixed_window.lua``) + one operation
 (``hit.lua``, ``refund.lua``, ``reserve.lua``, ``release.lua``).
 """

@@ -23,7 +23,7 @@ _ALGORITHM_FILES: Final[dict[Algorithm, str]] = {
 
 
 def _read(name: str) -> str:
-    return resources.files("ratelimit_svc").joinpath("lua", name).read_text(encoding="utf-8")
+    return resources.files("limiter").joinpath("lua", name).read_text(encoding="utf-8")
 
 
 @cache

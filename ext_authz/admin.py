@@ -265,15 +265,17 @@ class RevocationAdminServer:
 
 
 def build_admin_server(
-    mirror: RevocationMirror, audit: AuditSink, credential: str, address: str
+    mirror: RevocationMirror, audit: AuditSink, credential: str, address: str, *, reuse_port: bool = False
 ) -> RevocationAdminServer:
     """The admin gRPC server on ``address`` (``host:port``; port 0 picks one). Call it
-    with the event loop running, then ``await server.start()``.
+    with the event loop running, then ``await server.start()``. ``reuse_port``: the
+    workers of one service share the address (any of them can take a call: every change
+    goes through Redis, and every worker's mirror follows it).
     """
     check_credential(credential)
     server = grpc.aio.server(
         interceptors=[_CredentialInterceptor(credential, audit)],
-        options=[("grpc.so_reuseport", 0)],
+        options=[("grpc.so_reuseport", 1 if reuse_port else 0)],
     )
     service = RevocationAdminService(mirror, audit)
     revocation_pb2_grpc.add_RevocationAdminServicer_to_server(service, server)  # type: ignore[no-untyped-call]

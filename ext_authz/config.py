@@ -21,6 +21,14 @@
       lastKnownFor: 60s                # with lastKnown: how long a stale mirror may decide
       resyncInterval: 10s
       timeout: 250ms
+    http:                              # Envoy's HTTP ext_authz protocol (extAuthz.protocol: http)
+      listen: 127.0.0.1:9196
+      routes: {xds: {address: 127.0.0.1:18000, nodeId: ext-authz-0}}   # each route's rules
+      rateLimit:                       # decide the limits of routes with auth in the same call
+        redis: {url: redis://127.0.0.1:6379/0, timeout: 50ms}
+        expectedInstances: 2
+        hybrid: {maxBatch: 100}
+    workers: 2                         # processes behind the ports; default: the CPUs it may use
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from limiter.config import Hybrid, Policies, Redis
 from servicekit.config_file import HostPort, Listen, load_config_file
 from servicekit.durations import Duration, Millis
 from servicekit.model import Model
@@ -82,6 +91,22 @@ class Revocation(Model):
 
 
 
+class RateLimit(Model):
+    redis: Redis
+    expected_instances: Annotated[int, Field(ge=1)] = 1
+    """Instances sharing the limits (workers × replicas): onStoreFailure ``local`` allows
+    limit ÷ this in each, and hybrid reservations are sized by it."""
+    hybrid: Hybrid = Hybrid()
+
+
+class Http(Model):
+    listen: HostPort = "127.0.0.1:9196"
+    routes: Policies
+    """Where each route's requirements and limits come from (the control plane's ADS)."""
+    rate_limit: RateLimit | None = None
+    """Without it, a route whose limits are meant for this call is refused (NACKed)."""
+
+
 class Admin(Model):
     listen: HostPort
     credential_file: str
@@ -97,6 +122,11 @@ class ExtAuthzConfig(Model):
     revocation: Revocation | None = None
     audit: AuditOutput | None = None
     """Audit events to Kafka (spooled while it is away); without it, to the log."""
+    http: Http | None = None
+    """Also serve Envoy's HTTP ext_authz protocol (the lean path): route rules over xDS,
+    and the route's rate limits decided in the same call."""
+    workers: Annotated[int, Field(ge=1, le=256)] | None = None
+    """Processes behind the ports (SO_REUSEPORT); None: the CPUs this process may use."""
     base_dir: Annotated[str, Field(exclude=True)] = "."
 
     def resolve(self, path: str) -> Path:

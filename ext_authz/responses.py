@@ -38,22 +38,26 @@ def allowed(headers: dict[str, str], remove: Sequence[str] = ()) -> external_aut
     )
 
 
-def denied(error: AuthzError, request_id: str) -> external_auth_pb2.CheckResponse:
+def denial_parts(error: AuthzError, request_id: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    """(status, headers, JSON body) of a denial: the same on the gRPC and HTTP transports."""
     body = json.dumps(
         {"error": {"code": error.error, "reason": error.reason, "message": error.message, "request_id": request_id}},
         separators=(",", ":"),
-    )
-    headers = [_header("content-type", "application/json"), _header("cache-control", "no-store")]
+    ).encode()
+    headers = [("content-type", "application/json"), ("cache-control", "no-store")]
     if error.status in (401, 403):
         description = error.message.replace("\\", "").replace('"', "'")
-        headers.append(
-            _header("www-authenticate", f'Bearer realm="gatehouse", error="{error.error}", error_description="{description}"')
-        )
+        headers.append(("www-authenticate", f'Bearer realm="gatehouse", error="{error.error}", error_description="{description}"'))
     if error.status == 503:
-        headers.append(_header("retry-after", "1"))
+        headers.append(("retry-after", "1"))
+    return error.status, headers, body
+
+
+def denied(error: AuthzError, request_id: str) -> external_auth_pb2.CheckResponse:
+    status, headers, body = denial_parts(error, request_id)
     return external_auth_pb2.CheckResponse(
-        status=status_pb2.Status(code=_GRPC_CODE.get(error.status, code_pb2.PERMISSION_DENIED)),
+        status=status_pb2.Status(code=_GRPC_CODE.get(status, code_pb2.PERMISSION_DENIED)),
         denied_response=external_auth_pb2.DeniedHttpResponse(
-            status=http_status_pb2.HttpStatus(code=error.status), headers=headers, body=body
+            status=http_status_pb2.HttpStatus(code=status), headers=[_header(k, v) for k, v in headers], body=body
         ),
     )

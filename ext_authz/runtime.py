@@ -1,8 +1,14 @@
-"""The ext_authz process: keys, verifier, revocation mirror, the gRPC services, /metrics.
+"""The ext_authz process: keys, verifier, revocation mirror, the gRPC services, the HTTP
+check, /metrics.
 
-Readiness (GET /readyz on the metrics port) means: every issuer has usable keys, and the
-revocation mirror (if configured) has completed its first sync. The gRPC health service
+Readiness (GET /readyz on the metrics port) means: every issuer has usable keys, the
+revocation mirror (if configured) has completed its first sync, and, with ``http``, the
+first route table has arrived from the control plane. The gRPC health service
 (grpc.health.v1) on the Authorization port follows it (see servicekit/grpc_serving.py).
+
+As one of ``workers`` (servicekit/workers.py), every port is bound with SO_REUSEPORT, the
+admin HTTP (/readyz, /metrics) is on an ephemeral loopback port the supervisor merges,
+and the audit spool is the worker's own (a spool is locked by one process).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -24,7 +31,11 @@ from ext_authz.jwks import IssuerKeys
 from ext_authz.revocation_mirror import RevocationMirror
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
+from ext_authz.http_check import HttpCheck, RouteSubscription, RouteTable
+from limiter.config import build_limiter
 from servicekit.admin_http import AdminServer
+from servicekit.http1_server import Http1Server
+from servicekit.workers import announce_admin_port, worker_index
 from servicekit.audit import AuditSink
 from servicekit.grpc_serving import GrpcServing, service_full_name
 from servicekit.audit_output import AuditChannel
@@ -38,13 +49,22 @@ AUDIT_WINDOW = 10.0
 SERVICE_NAME = service_full_name(external_auth_pb2.DESCRIPTOR, "Authorization")
 
 
+def _per_worker(resolve: Callable[[str], Path]) -> Callable[[str], Path]:
+    """Paths as the config resolves them; a worker's spool in its own subdirectory."""
+    index = worker_index()
+    if index is None:
+        return resolve
+    return lambda path: resolve(path) / f"worker-{index}"
+
+
 class ExtAuthz:
     def __init__(self, config: ExtAuthzConfig, *, audit: AuditSink | None = None) -> None:
         self.config = config
-        self._channel = AuditChannel(config.audit if audit is None else None, config.resolve)
+        self._channel = AuditChannel(config.audit if audit is None else None, _per_worker(config.resolve))
         self.audit = audit or self._channel
         self.keys: list[IssuerKeys] = []
         self.mirror: RevocationMirror | None = None
+        self.routes: RouteSubscription | None = None
 
     def readiness(self) -> tuple[bool, str]:
         missing = [k.issuer.issuer for k in self.keys if not k.has_keys]
@@ -52,7 +72,21 @@ class ExtAuthz:
             return False, "no usable keys for: " + ", ".join(missing or ["(starting)"])
         if self.mirror is not None and not self.mirror.ready:
             return False, "revocation mirror not synced"
+        if self.routes is not None and not self.routes.synced:
+            return False, "no route table from the control plane yet"
         return True, "ready"
+
+    def _http_check(self, authorizer: Authorizer, service: AuthorizationService) -> Http1Server:
+        """The lean HTTP transport: the route table from the control plane, the limiter."""
+        http = self.config.http
+        assert http is not None
+        table = RouteTable()
+        limiter = None
+        if http.rate_limit is not None:
+            limiter = build_limiter(http.rate_limit.redis, http.rate_limit.hybrid, expected_instances=http.rate_limit.expected_instances)
+        self.routes = RouteSubscription(table, http.routes, limiter)
+        handler = HttpCheck(authorizer, table, limiter, service.denial_audit)
+        return Http1Server(http.listen, handler)
 
     async def run(self) -> None:
         await self._channel.start()  # replays a spool left by an earlier run first
@@ -79,7 +113,8 @@ class ExtAuthz:
             else:
                 log.warning("revocation_disabled", detail="no revocation: configured; jti and blocked subjects are not checked")
             authorizer = Authorizer(verifier, {i.issuer: i for i in config.issuers}, self.mirror)
-            server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+            shared = worker_index() is not None
+            server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if shared else 0)])
             service = AuthorizationService(authorizer, self.audit)
             external_auth_pb2_grpc.add_AuthorizationServicer_to_server(service, server)
             try:
@@ -87,17 +122,23 @@ class ExtAuthz:
             except RuntimeError as exc:
                 raise OSError(f"cannot listen for ext_authz on {config.listen}: {exc}") from exc
             serving = GrpcServing(server, [SERVICE_NAME], self.readiness, what="ext_authz")
-            http = AdminServer(config.metrics.listen, readiness=self.readiness)
+            http = AdminServer("127.0.0.1:0" if shared else config.metrics.listen, readiness=self.readiness)
             admin = None
             if config.admin is not None:
                 if self.mirror is None:
                     raise ValueError("admin: needs revocation: (the admin API manages revocations)")
                 credential = read_credential(config.resolve(config.admin.credential_file))
-                admin = build_admin_server(self.mirror, self.audit, credential, config.admin.listen)
+                admin = build_admin_server(self.mirror, self.audit, credential, config.admin.listen, reuse_port=shared)
+            check_server = self._http_check(authorizer, service) if config.http is not None else None
             await serving.start()
             await http.start()
+            announce_admin_port(http.port)
             if admin is not None:
                 await admin.start()
+            if check_server is not None:
+                assert self.routes is not None
+                self.routes.start()
+                await check_server.start()
             log.info("ext_authz_started", listen=config.listen, issuers=[i.issuer for i in config.issuers])
             # The long-lived objects are built: keep the cycle collector off them (see control_plane/heap.py).
             gc.collect()
@@ -107,6 +148,10 @@ class ExtAuthz:
                     await asyncio.sleep(AUDIT_WINDOW)
                     service.flush_audit()
             finally:
+                if check_server is not None:
+                    await check_server.stop()
+                if self.routes is not None:
+                    await self.routes.stop()
                 if admin is not None:
                     await admin.stop()
                 await http.stop()

@@ -118,5 +118,10 @@ class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # typ
             self._responses[key] = response
         return response
 
+    @property
+    def denial_audit(self) -> DenialAudit:
+        """Shared with the HTTP transport, so one flush covers both."""
+        return self._audit
+
     def flush_audit(self) -> None:
         self._audit.flush()

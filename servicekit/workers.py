@@ -99,17 +99,18 @@ class _Worker:
 class Supervisor:
     """Runs ``argv + ["--worker", i]`` for i in 0..N-1; serves the merged /readyz and /metrics."""
 
-    def __init__(self, argv: Sequence[str], *, workers: int, metrics_address: str, service_address: str) -> None:
+    def __init__(self, argv: Sequence[str], *, workers: int, metrics_address: str, service_addresses: Sequence[str]) -> None:
         self._argv = list(argv)
         self._workers = [_Worker(i) for i in range(workers)]
         self._metrics_address = metrics_address
-        self._service_address = service_address
+        self._service_addresses = tuple(service_addresses)
         self._state = Path(tempfile.mkdtemp(prefix="gatehouse-workers-"))
         self._stopping = False
         self._session: aiohttp.ClientSession | None = None
 
     async def run(self) -> None:
-        check_port_free(self._service_address)
+        for address in self._service_addresses:
+            check_port_free(address)
         host, _, port = self._metrics_address.rpartition(":")
         app = web.Application()
         app.add_routes([web.get("/healthz", self._healthz), web.get("/readyz", self._readyz), web.get("/metrics", self._metrics)])
@@ -117,7 +118,7 @@ class Supervisor:
         await runner.setup()
         await web.TCPSite(runner, host.strip("[]"), int(port), reuse_address=True).start()
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT))
-        log.info("workers_starting", workers=len(self._workers), listen=self._service_address)
+        log.info("workers_starting", workers=len(self._workers), listen=list(self._service_addresses))
         try:
             for worker in self._workers:
                 await self._start(worker)

@@ -12,14 +12,16 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
 from servicekit.errors import ConfigError
 from servicekit import loop_watchdog
+from servicekit.workers import Supervisor, available_cpus
 from servicekit.logs import configure_logging
 
 ConfigT = TypeVar("ConfigT")
@@ -41,8 +43,20 @@ def add_service_parser(
     parser.add_argument("--config", type=Path, required=True, help=f"{what} config file (YAML)")
     parser.add_argument("--log-level", default="info")
     parser.add_argument("--log-format", choices=["json", "console"], default="json")
+    # Set by the worker supervisor (servicekit/workers.py) on the processes it starts.
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     parser.set_defaults(run=run)
     return parser
+
+
+@dataclass(frozen=True, slots=True)
+class Workers:
+    """How a service runs as several processes: how many, and the addresses involved."""
+
+    count: int | None
+    """None: the CPUs this process may use."""
+    service_addresses: tuple[str, ...]
+    metrics_address: str
 
 
 def run_service(
@@ -51,7 +65,11 @@ def run_service(
     build: Callable[[ConfigT], Service],
     *,
     startup_errors: tuple[type[Exception], ...] = (),
+    workers: Callable[[ConfigT], Workers] | None = None,
+    uvloop: bool = False,
 ) -> int:
+    """``workers``: the service may run as several processes under a supervisor;
+    ``uvloop``: its event loop is uvloop's (the HTTP check path; grpc.aio runs on it too)."""
     configure_logging(args.log_level, args.log_format)
     try:
         config = load(args.config)
@@ -60,10 +78,26 @@ def run_service(
         return 2
     failures: tuple[type[Exception], ...] = (OSError, ValueError, *startup_errors)
     try:
-        return asyncio.run(_serve(build(config), args.command))
+        plan = workers(config) if workers is not None and args.worker is None else None
+        count = (plan.count or available_cpus()) if plan is not None else 1
+        if plan is not None and count > 1:
+            argv = [sys.executable, "-m", "gatehouse", args.command, "--config", str(args.config),
+                    "--log-level", args.log_level, "--log-format", args.log_format]  # fmt: skip
+            supervisor = Supervisor(argv, workers=count, metrics_address=plan.metrics_address, service_addresses=plan.service_addresses)
+            return _run(_serve(supervisor, f"{args.command}-supervisor"), uvloop=False)
+        return _run(_serve(build(config), args.command), uvloop=uvloop)
     except failures as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _run(main: Coroutine[Any, Any, int], *, uvloop: bool) -> int:
+    if not uvloop:
+        return asyncio.run(main)
+    import uvloop as uv
+
+    with asyncio.Runner(loop_factory=uv.new_event_loop) as runner:
+        return runner.run(main)
 
 
 async def _serve(service: Service, name: str) -> int:

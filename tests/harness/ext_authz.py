@@ -31,6 +31,7 @@ class ExtAuthzProcess:
         full = {
             "listen": f"127.0.0.1:{self.port}",
             "metrics": {"listen": f"127.0.0.1:{self.metrics_port}"},
+            "workers": 1,  # one process unless a test asks for more (the default is one per CPU)
             **config,
         }
         if "revocation" in full:

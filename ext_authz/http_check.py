@@ -1,0 +1,262 @@
+"""The authorization check over Envoy's HTTP ext_authz protocol: one call decides the token
+and the route's rate limits.
+
+Envoy sends the original request line and the headers it is told to forward; the route
+is named by ``x-gatehouse-route``, which Envoy sets per route after removing any copy a
+client sent, so a client cannot pick the route whose rules apply. The route's
+requirements and limits come from the control plane over xDS (``RoutePolicy`` with
+``auth``), not from the request.
+
+Order, per request:
+
+1. limits whose key does not depend on who calls (``ip``, ``apiKey``, ``header:<name>``):
+   counted before the token is looked at, so a client guessing tokens is limited too;
+2. the token (servicekit-independent decision in ``Authorizer``: verification, cached;
+   revocation mirror; the route's audiences, scopes and roles): 401 or 403 on failure;
+   the hits of step 1 stay counted;
+3. ``user`` limits, keyed on the verified subject; a denial here gives step 1's hits back
+   (a denied request uses nothing), as the RateLimitService does.
+
+Answers: 200 with the identity headers (Envoy passes them upstream through
+``allowed_upstream_headers``) and ``X-RateLimit-*`` of the binding limit (to the client
+through ``allowed_client_headers_on_success``); 401/403 with ``WWW-Authenticate`` and the
+JSON body the gRPC transport sends; 429 with ``X-RateLimit-*``, ``Retry-After`` and the
+gateway's ``rate_limited`` JSON body. Counter keys are the ones the RateLimitService
+uses, so switching transports keeps every count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import structlog
+from structlog.contextvars import bind_contextvars, reset_contextvars
+
+from ext_authz import metrics
+from ext_authz.denial_audit import DenialAudit
+from ext_authz.errors import AuthzError, UnavailableError
+from ext_authz.responses import denial_parts
+from ext_authz.service import MAX_LOGGED_REQUEST_ID, REQUEST_ID_HEADER, RESPONSE_CACHE_SIZE, USER_ID_HEADER, Authorizer
+from limiter.config import Policies
+from limiter.engine import Limiter
+from limiter.model import LimitSpec
+from limiter.policies import PolicySource, descriptor_key, limit_spec
+from limiter.verdict import Verdict, decide, merge, rate_limit_headers, refund
+from servicekit.http1_server import Request, response
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+
+log = structlog.get_logger(component="ext_authz")
+
+ROUTE_HEADER = "x-gatehouse-route"
+FORWARDED_FOR = "x-forwarded-for"
+API_KEY_HEADER = "x-api-key"
+RATE_LIMITED_BODY = {"code": "rate_limited", "message": "Too many requests; retry later."}
+"""The body of the gateway's own 429 (control_plane/translator/local_replies.py), so a
+client sees one shape whichever path limited it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteLimit:
+    spec: LimitSpec
+    key: str
+    """The policy key: ``user``, ``ip``, ``apiKey`` or ``header:<name>``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteCheck:
+    route: str
+    requirements: Mapping[str, str]
+    """audiences/scopes/roles, space-separated, as ``check_requirements`` reads them."""
+    before_auth: tuple[RouteLimit, ...]
+    after_auth: tuple[RouteLimit, ...]
+
+
+def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
+    """One route's check from its policy; ValueError if a limit is unusable."""
+    requirements = {"route": policy.route}
+    for name in ("audiences", "scopes", "roles"):
+        values = list(getattr(policy.auth, name))
+        if values:
+            requirements[name] = " ".join(values)
+    limits = [RouteLimit(limit_spec(limit), limit.key) for limit in policy.limits]
+    return RouteCheck(
+        route=policy.route,
+        requirements=requirements,
+        before_auth=tuple(limit for limit in limits if limit.key != "user"),
+        after_auth=tuple(limit for limit in limits if limit.key == "user"),
+    )
+
+
+class RouteTable:
+    """The routes whose checks come here: replaced whole on each policy update."""
+
+    def __init__(self) -> None:
+        self.routes: Mapping[str, RouteCheck] = {}
+
+    def replace(self, policies: Iterable[policy_pb2.RoutePolicy]) -> None:
+        self.routes = {policy.route: route_check(policy) for policy in policies if policy.HasField("auth")}
+
+
+class RouteSubscription:
+    """The table's feed (the control plane's ADS, type RoutePolicy) and the limiter the
+    checks decide with. A table this process cannot honour (limits, but no
+    ``http.rateLimit``; a limit the engine refuses) is NACKed and the last one kept."""
+
+    def __init__(self, table: RouteTable, policies: Policies, limiter: Limiter | None) -> None:
+        self._table = table
+        self.limiter = limiter
+        self._source = PolicySource(
+            policies.xds.address, node_id=policies.xds.node_id, cluster=policies.xds.cluster, on_update=self._apply
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def synced(self) -> bool:
+        return self._source.synced.is_set()
+
+    def _apply(self, policies: list[policy_pb2.RoutePolicy]) -> None:
+        if self.limiter is None:
+            limited = sorted(p.route for p in policies if p.HasField("auth") and p.limits)
+            if limited:
+                raise ValueError(f"routes {', '.join(limited[:5])} have rate limits for this call, and ext_authz has no http.rateLimit")
+        self._table.replace(policies)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._source.run(), name="route-policies")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.limiter is not None:
+            await self.limiter.close()  # hybrid: unused reserved tokens go back
+
+
+def _client_address(headers: Mapping[str, str]) -> str | None:
+    """The peer Envoy saw: it appends it to x-forwarded-for (use_remote_address), last."""
+    forwarded = headers.get(FORWARDED_FOR)
+    if not forwarded:
+        return None
+    return forwarded.rpartition(",")[2].strip() or None
+
+
+def _key_value(limit: RouteLimit, headers: Mapping[str, str], user: str | None) -> str | None:
+    if limit.key == "ip":
+        return _client_address(headers)
+    if limit.key == "user":
+        return user
+    if limit.key == "apiKey":
+        return headers.get(API_KEY_HEADER)
+    return headers.get(limit.key.removeprefix("header:").lower())
+
+
+def _counter_keys(limits: tuple[RouteLimit, ...], headers: Mapping[str, str], user: str | None) -> list[tuple[LimitSpec, str]]:
+    """(spec, counter key) for each limit whose key the request carries, as the
+    RateLimitService forms them from Envoy's descriptors."""
+    found = []
+    for limit in limits:
+        value = _key_value(limit, headers, user)
+        if value:
+            found.append((limit.spec, f"{descriptor_key(limit.key)}={value}"))
+    return found
+
+
+def _header_lines(headers: Iterable[tuple[str, str]]) -> bytes:
+    return b"".join(f"{name}: {value}\r\n".encode("latin-1") for name, value in headers)
+
+
+class HttpCheck:
+    """The handler ``servicekit.http1_server.Http1Server`` calls for every check."""
+
+    def __init__(
+        self,
+        authorizer: Authorizer,
+        table: RouteTable,
+        limiter: Limiter | None,
+        audit: DenialAudit,
+        *,
+        on_unknown_route: Callable[[str], None] | None = None,
+    ) -> None:
+        self._authorizer = authorizer
+        self._table = table
+        self._limiter = limiter
+        self._audit = audit
+        self._allowed = metrics.DECISIONS.labels("allow", "ok")
+        self._identity: dict[tuple[bytes, str], bytes] = {}
+        self._unknown_logged: set[str] = set()
+        self._on_unknown_route = on_unknown_route
+
+    async def __call__(self, request: Request) -> bytes:
+        headers = request.headers
+        request_id = headers.get(REQUEST_ID_HEADER, "")[:MAX_LOGGED_REQUEST_ID]
+        bound = bind_contextvars(request_id=request_id)
+        try:
+            return await self._check(headers, request_id)
+        finally:
+            reset_contextvars(**bound)
+
+    async def _check(self, headers: Mapping[str, str], request_id: str) -> bytes:
+        route_id = headers.get(ROUTE_HEADER, "")
+        route = self._table.routes.get(route_id)
+        if route is None:
+            return self._unknown_route(route_id, request_id)
+        first = await self._limits(route.before_auth, headers, None)
+        if first is not None and first.denied:
+            return self._too_many(first, request_id)
+        try:
+            identity, token = await self._authorizer.decide(headers, route.requirements)
+        except AuthzError as exc:
+            metrics.DECISIONS.labels("deny", exc.reason).inc()
+            self._audit.denied(exc, route.route, request_id)
+            status, lines, body = denial_parts(exc, request_id)
+            return response(status, lines, body)
+        second = await self._limits(route.after_auth, headers, identity.get(USER_ID_HEADER))
+        if second is not None and second.denied:
+            if first is not None and self._limiter is not None:
+                await refund(self._limiter, first)
+            return self._too_many(second, request_id)
+        self._allowed.inc()
+        verdict = merge(first, second)
+        limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
+        return b"HTTP/1.1 200 OK\r\n" + self._identity_lines(token.token_hash, token.issuer, identity) + limits + b"content-length: 0\r\n\r\n"
+
+    async def _limits(self, limits: tuple[RouteLimit, ...], headers: Mapping[str, str], user: str | None) -> Verdict | None:
+        if not limits or self._limiter is None:
+            return None
+        keys = _counter_keys(limits, headers, user)
+        return await decide(self._limiter, keys) if keys else None
+
+    def _identity_lines(self, token_hash: bytes, issuer: str, identity: dict[str, str]) -> bytes:
+        """Identity headers depend only on the token: rendered once per token, then reused."""
+        key = (token_hash, issuer)
+        lines = self._identity.get(key)
+        if lines is None:
+            if len(self._identity) >= RESPONSE_CACHE_SIZE:
+                self._identity.clear()
+            lines = self._identity[key] = _header_lines(identity.items())
+        return lines
+
+    def _too_many(self, verdict: Verdict, request_id: str) -> bytes:
+        assert verdict.binding is not None
+        body = json.dumps({"error": {**RATE_LIMITED_BODY, "request_id": request_id}}, separators=(",", ":")).encode()
+        lines = [("content-type", "application/json"), ("cache-control", "no-store")]
+        return response(429, [*lines, *rate_limit_headers(verdict.binding, denied=True)], body)
+
+    def _unknown_route(self, route_id: str, request_id: str) -> bytes:
+        """Envoy named a route the table does not hold (yet): the control plane delivers
+        routes to Envoy and here on separate streams. Fail closed, retryable."""
+        if route_id not in self._unknown_logged and len(self._unknown_logged) < 1000:
+            self._unknown_logged.add(route_id)
+            log.warning("authz_route_unknown", route=route_id[:200], detail="not in the route table from the control plane")
+        if self._on_unknown_route is not None:
+            self._on_unknown_route(route_id)
+        error = UnavailableError("unknown_route", "the authorization service does not know this route yet")
+        metrics.DECISIONS.labels("deny", error.reason).inc()
+        status, lines, body = denial_parts(error, request_id)
+        return response(status, lines, body)
+

@@ -54,6 +54,7 @@ log = structlog.get_logger(component="ext_authz")
 ROUTE_HEADER = "x-gatehouse-route"
 FORWARDED_FOR = "x-forwarded-for"
 API_KEY_HEADER = "x-api-key"
+HEADERS_TO_REMOVE = "x-envoy-auth-headers-to-remove"
 RATE_LIMITED_BODY = {"code": "rate_limited", "message": "Too many requests; retry later."}
 """The body of the gateway's own 429 (control_plane/translator/local_replies.py), so a
 client sees one shape whichever path limited it."""
@@ -232,13 +233,17 @@ class HttpCheck:
         return await decide(self._limiter, keys) if keys else None
 
     def _identity_lines(self, token_hash: bytes, issuer: str, identity: dict[str, str]) -> bytes:
-        """Identity headers depend only on the token: rendered once per token, then reused."""
+        """Identity headers depend only on the token: rendered once per token, then reused.
+        A mapped header no claim filled is removed from the request (Envoy reads
+        ``x-envoy-auth-headers-to-remove``), so a client's copy never passes as ours."""
         key = (token_hash, issuer)
         lines = self._identity.get(key)
         if lines is None:
             if len(self._identity) >= RESPONSE_CACHE_SIZE:
                 self._identity.clear()
-            lines = self._identity[key] = _header_lines(identity.items())
+            unfilled = sorted(self._authorizer.claim_header_names - identity.keys())
+            remove = [(HEADERS_TO_REMOVE, ", ".join(unfilled))] if unfilled else []
+            lines = self._identity[key] = _header_lines([*identity.items(), *remove])
         return lines
 
     def _too_many(self, verdict: Verdict, request_id: str) -> bytes:

@@ -1,6 +1,9 @@
-"""AuthorizationService.Check in process: a real TokenVerifier over in-memory keys, a real
-RevocationMirror over an in-memory store (or none), CheckRequests built from the
-envoy.service.auth.v3 protos; decisions, audit events and metrics."""
+"""The authorization decision in process, on both transports: ``AuthorizationService.Check``
+(gRPC, CheckRequests built from the envoy.service.auth.v3 protos) and ``HttpCheck`` (Envoy's
+HTTP protocol: the route's rules from a RoutePolicy table, the answer parsed back into
+the same CheckResponse shape). A real TokenVerifier over in-memory keys, a real
+RevocationMirror over an in-memory store (or none); decisions, audit events and metrics.
+Every test runs on both transports unless marked ``transports("grpc")``."""
 
 from __future__ import annotations
 
@@ -15,7 +18,14 @@ from envoy.service.auth.v3 import attribute_context_pb2, external_auth_pb2, exte
 from google.rpc import code_pb2
 from prometheus_client import REGISTRY
 
+from envoy.config.core.v3 import base_pb2
+from envoy.type.v3 import http_status_pb2
+from google.rpc import status_pb2
+
 from ext_authz.config import Issuer
+from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from servicekit.http1_server import Request
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from ext_authz.errors import AuthzError, ForbiddenError, RevokedError, TokenError, UnavailableError
 from ext_authz.jwks import IssuerKeys
 from ext_authz.revocation_mirror import RevocationMirror
@@ -59,16 +69,73 @@ def denial(response: external_auth_pb2.CheckResponse) -> tuple[int, dict[str, st
     return response.denied_response.status.code, headers, body
 
 
+TRANSPORTS = ("grpc", "http")
+_transport = ["grpc"]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("transports")
+    metafunc.parametrize("transport", marker.args if marker else TRANSPORTS, indirect=True)
+
+
+@pytest.fixture
+def transport(request: pytest.FixtureRequest) -> str:
+    _transport[0] = request.param
+    return str(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _uses_transport(transport: str) -> None:
+    """Every test is parametrized by transport; ``build`` reads the current one."""
+
+
+_GRPC_CODES = {401: code_pb2.UNAUTHENTICATED, 403: code_pb2.PERMISSION_DENIED, 503: code_pb2.UNAVAILABLE}
+
+
+def as_check_response(raw: bytes) -> external_auth_pb2.CheckResponse:
+    """An HTTP answer in the CheckResponse shape, so one set of assertions reads both."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    status = int(status_line.split()[1])
+    headers = [tuple(part.strip() for part in line.split(":", 1)) for line in lines]
+    headers = [(k.lower(), v) for k, v in headers if k.lower() != "content-length"]
+    assert len(body) == int(dict((k.lower(), v) for k, v in (l.split(":", 1) for l in lines))["content-length"])
+    option = external_auth_pb2.OkHttpResponse
+    if status == 200:
+        remove = [v.strip() for k, v in headers if k == "x-envoy-auth-headers-to-remove" for v in v.split(",")]
+        kept = [base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key=k, value=v)) for k, v in headers if k != "x-envoy-auth-headers-to-remove"]
+        return external_auth_pb2.CheckResponse(status=status_pb2.Status(code=code_pb2.OK), ok_response=option(headers=kept, headers_to_remove=remove))
+    return external_auth_pb2.CheckResponse(
+        status=status_pb2.Status(code=_GRPC_CODES.get(status, code_pb2.PERMISSION_DENIED)),
+        denied_response=external_auth_pb2.DeniedHttpResponse(
+            status=http_status_pb2.HttpStatus(code=status),
+            headers=[base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key=k, value=v)) for k, v in headers],
+            body=body.decode(),
+        ),
+    )
+
+
 class Harness:
-    def __init__(self, service: AuthorizationService, audit: MemoryAuditSink, verifier: TokenVerifier, issuer: Issuer) -> None:
+    def __init__(self, service: AuthorizationService, audit: MemoryAuditSink, verifier: TokenVerifier, issuer: Issuer, transport: str) -> None:
         self.service = service
         self.audit = audit
         self.verifier = verifier
         self.issuer = issuer
+        self.transport = transport
+        self.table = RouteTable()
+        self.http = HttpCheck(service._authorizer, self.table, None, service.denial_audit)
 
     async def check(self, headers: dict[str, str] | None = None, **extensions: str) -> external_auth_pb2.CheckResponse:
-        response: external_auth_pb2.CheckResponse = await self.service.Check(check_request(headers, **extensions), None)
-        return response
+        if self.transport == "grpc":
+            response: external_auth_pb2.CheckResponse = await self.service.Check(check_request(headers, **extensions), None)
+            return response
+        route = extensions.get("route", "test/route")
+        policy = policy_pb2.RoutePolicy(route=route)
+        policy.auth.SetInParent()
+        for name in ("audiences", "scopes", "roles"):
+            getattr(policy.auth, name).extend(extensions.get(name, "").split())
+        self.table.replace([policy])
+        return as_check_response(await self.http(Request("GET", "/orders/1", {**(headers or {}), ROUTE_HEADER: route})))
 
     def denials(self) -> list[AuditEvent]:
         return self.audit.of_kind(AUTHZ_DENIED)
@@ -97,7 +164,7 @@ async def build(
     verifier = TokenVerifier([keys], cache_size=100, max_token_bytes=8192, clock=clock)
     audit = MemoryAuditSink()
     service = AuthorizationService(Authorizer(verifier, {ISSUER: config}, mirror, clock=clock), audit)
-    return Harness(service, audit, verifier, config)
+    return Harness(service, audit, verifier, config, _transport[0])
 
 
 @pytest.fixture
@@ -180,6 +247,7 @@ async def test_without_a_mirror_revocation_is_not_checked(
     assert consulted == [], "no mirror was consulted"
 
 
+@pytest.mark.transports("grpc")  # the gRPC wire itself
 async def test_allowed_over_a_real_grpc_channel(h: Harness) -> None:
     server = grpc.aio.server()
     external_auth_pb2_grpc.add_AuthorizationServicer_to_server(h.service, server)
@@ -350,6 +418,7 @@ async def test_requirements_that_hold_are_allowed(h: Harness) -> None:
 # --- Authorizer.decide directly -----------------------------------------------------------------
 
 
+@pytest.mark.transports("grpc")  # not about the transport
 async def test_decide_returns_identity_and_the_verified_token(clock: FakeClock, mirror: RevocationMirror) -> None:
     h = await build(clock, mirror)
     authorizer = h.service._authorizer
@@ -358,6 +427,7 @@ async def test_decide_returns_identity_and_the_verified_token(clock: FakeClock, 
     assert (token.subject, token.jti, token.issuer) == ("user-1", "jti-1", ISSUER)
 
 
+@pytest.mark.transports("grpc")  # not about the transport
 @pytest.mark.parametrize(
     ("setup", "expected", "verified"),
     [
@@ -384,6 +454,7 @@ async def test_decide_sets_subject_and_jti_only_after_verification(
     assert (info.value.subject, info.value.jti) == (("sub-x", "jti-x") if verified else (None, None))
 
 
+@pytest.mark.transports("grpc")  # not about the transport
 async def test_an_unavailable_error_keeps_its_type(clock: FakeClock) -> None:
     h = await build(clock, RevocationMirror(FakeStore(), clock=clock))
     with pytest.raises(UnavailableError):

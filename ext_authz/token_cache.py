@@ -4,7 +4,15 @@ Keyed by the sha256 digest of the token (the token itself is never kept as a key
 entry lives no longer than the token's ``exp`` and never more than ``max_age``; memory is
 bounded by ``max_entries`` and by ``max_bytes``, the summed token lengths given to
 ``put`` (a proxy: the parsed claims take a few times that). get/put are O(1) (an
-``OrderedDict``); eviction drops the least recently used entries first.
+``OrderedDict``); eviction drops the least recently used entries first. A lapsed entry is
+dropped lazily, when looked up or evicted, so no call ever sweeps many entries at once.
+
+Why not cachetools (measured for issue 13, in process, medians of 5 interleaved rounds):
+its ``TLRUCache``, which would hold the exp cap itself, costs 0.99 µs per warm ``get``
+against 0.36 µs here, and expires eagerly on every write: the first ``put`` after 100k
+entries lapsed took 300 ms (283-497) on the event loop, three times the loop watchdog's
+limit. Its ``LRUCache`` with ``getsizeof`` is 0.52 µs per ``get`` and still needs the exp
+check written here. A warm ``TokenVerifier.verify`` is 6.2 µs here, 6.8 and 7.4 µs on those.
 """
 
 from __future__ import annotations

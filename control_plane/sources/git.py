@@ -22,7 +22,7 @@ from control_plane.errors import Problem, SourceError
 from control_plane.heap import collector_paused
 from control_plane.model.loading import duplicate_problems, parse_route_file
 from control_plane.model.route import Origin, Route
-from control_plane.sources.base import PublishRoutes, RouteSet
+from control_plane.sources.base import PublishRoutes, RouteFeedback, RouteSet
 from control_plane.sources.git_cli import TreeEntry, git, list_tree, read_blobs
 from servicekit.audit import CONFIG_APPLIED, CONFIG_REJECTED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
 
@@ -59,6 +59,11 @@ class GitSettings:
 
 
 class GitSource:
+    """A route source. Git routes have no object to write a status on: conflicts are logged
+    and listed in /status by the control plane, NACKs reported there and in metrics."""
+
+    feedback: RouteFeedback | None = None
+
     def __init__(self, settings: GitSettings, *, audit: AuditSink | None = None) -> None:
         self.name = settings.name
         self._audit = audit or LogAuditSink()
@@ -78,7 +83,7 @@ class GitSource:
         self.synced = asyncio.Event()
         """Set once the first commit has been applied or rejected."""
 
-    async def run(self, publish: PublishRoutes) -> None:
+    async def run_routes(self, publish: PublishRoutes) -> None:
         self._publish = publish
         while True:
             try:

@@ -44,16 +44,19 @@ class StaticEndpointTable:
     entries: Mapping[str, tuple[Endpoint, ...]]
 
     def endpoints_for(self, ref: ClusterRef) -> tuple[Endpoint, ...]:
-        for key in (
-            f"{ref.namespace}/{ref.service}:{ref.port}",
-            f"{ref.namespace}/{ref.service}",
-            f"{ref.service}:{ref.port}",
-            ref.service,
-        ):
+        for key in _keys(ref):
             found = self.entries.get(key)
             if found is not None:
                 return found
         return ()
+
+    def knows(self, ref: ClusterRef) -> bool:
+        return any(key in self.entries for key in _keys(ref))
+
+
+def _keys(ref: ClusterRef) -> tuple[str, str, str, str]:
+    """The keys that name a backend, most specific first."""
+    return (f"{ref.namespace}/{ref.service}:{ref.port}", f"{ref.namespace}/{ref.service}", f"{ref.service}:{ref.port}", ref.service)
 
 
 def _port_ok(key: str) -> bool:
@@ -125,6 +128,8 @@ def parse_endpoints(text: str | bytes, location: str) -> StaticEndpointTable:
 
 
 class StaticEndpointsSource:
+    """An endpoint source: the file is polled; its first poll completes the first sync."""
+
     def __init__(self, path: Path, *, poll_interval: float = 0.1, name: str = "static-endpoints") -> None:
         self.name = name
         self._path = path
@@ -132,10 +137,12 @@ class StaticEndpointsSource:
         self._stamp: tuple[int, int, int] | None = None
         self._table: StaticEndpointTable | None = None
         self._error: InvalidEndpointsError | None = None
+        self.synced = asyncio.Event()
 
-    async def run(self, publish: PublishEndpoints) -> None:
+    async def run_endpoints(self, publish: PublishEndpoints) -> None:
         while True:
             self.poll(publish)
+            self.synced.set()  # a missing or invalid file counts too: it is reported, not waited for
             await asyncio.sleep(self._poll_interval)
 
     def poll(self, publish: PublishEndpoints) -> None:

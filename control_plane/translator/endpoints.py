@@ -30,6 +30,10 @@ class EndpointTable(Protocol):
 
     def endpoints_for(self, ref: ClusterRef) -> tuple[Endpoint, ...]: ...
 
+    def knows(self, ref: ClusterRef) -> bool:
+        """Whether the table speaks for this service at all, endpoints or none."""
+        ...
+
 
 def load_assignment(ref: ClusterRef, endpoints: Iterable[Endpoint]) -> ClusterLoadAssignment:
     assignment = ClusterLoadAssignment(cluster_name=ref.name)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from control_plane.sources.kubernetes.watch import Changes, Object
-from control_plane.translator.endpoints import Endpoint, EndpointTable
+from control_plane.translator.endpoints import Endpoint
 from control_plane.translator.names import ClusterRef
 
 SERVICE_LABEL = "kubernetes.io/service-name"
@@ -36,8 +36,9 @@ class KubernetesEndpoints:
         self._slice_owner: dict[str, tuple[str, str]] = {}
         self._cache: dict[ClusterRef, tuple[Endpoint, ...]] = {}
 
-    def knows(self, namespace: str, service: str) -> bool:
-        return f"{namespace}/{service}" in self._services
+    def knows(self, ref: ClusterRef) -> bool:
+        """Whether the cluster has the Service (then it answers for it, endpoints or none)."""
+        return f"{ref.namespace}/{ref.service}" in self._services
 
     def apply_services(self, changes: Changes) -> None:
         for key, obj in changes.items():
@@ -104,16 +105,3 @@ class KubernetesEndpoints:
                 for address in endpoint.get("addresses") or []:
                     found.add(Endpoint(address, int(target), endpoint.get("zone") or ""))
         return tuple(sorted(found))
-
-
-class LayeredEndpoints:
-    """Kubernetes first; the static file for services the cluster does not have."""
-
-    def __init__(self, kubernetes: KubernetesEndpoints, fallback: EndpointTable) -> None:
-        self._kubernetes = kubernetes
-        self._fallback = fallback
-
-    def endpoints_for(self, ref: ClusterRef) -> tuple[Endpoint, ...]:
-        if self._kubernetes.knows(ref.namespace, ref.service):
-            return self._kubernetes.endpoints_for(ref)
-        return self._fallback.endpoints_for(ref)

@@ -10,19 +10,21 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from kubernetes import client
 
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.conflicts import Conflict
 from control_plane.model.crd import GROUP, PLURAL, VERSION
 from control_plane.model.route import Route
-from control_plane.sources.base import PublishRoutes
+from control_plane.sources.base import PublishEndpoints, PublishRoutes
 from control_plane.sources.kubernetes.api import api_client
 from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
 from control_plane.sources.kubernetes.leader import LeaderElector
@@ -49,6 +51,10 @@ class KubernetesSettings:
 
 
 class KubernetesSource:
+    """A route source (Route objects, whose status it writes) and an endpoint source
+    (Services and EndpointSlices): ``run_routes`` and ``run_endpoints`` each start their
+    own watches on one API client; ``synced`` is set once every watch has listed."""
+
     name = SOURCE
 
     def __init__(self, settings: KubernetesSettings) -> None:
@@ -56,55 +62,51 @@ class KubernetesSource:
         self.endpoints = KubernetesEndpoints()
         self.routes = KubernetesRouteSource(on_state=self._on_state)
         self._watches: list[ResourceWatch] = []
+        self._api: client.ApiClient | None = None
         self._leader: LeaderElector | None = None
         self._writer: StatusWriter | None = None
         self._conflicts: dict[str, Conflict] = {}
         self._programmed: dict[str, tuple[Route, Condition]] = {}
         self._last_acked = ""
+        self._route_paths = (
+            [f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}" for ns in settings.namespaces]
+            if settings.namespaces
+            else [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
+        )
+        self._unlisted = {*self._route_paths, "services", "endpointslices"}
         self.synced = asyncio.Event()
+
+    @property
+    def feedback(self) -> KubernetesSource:
+        """Route status: this source writes conflicts, ACKs and NACKs on the objects."""
+        return self
 
     # -- lifecycle -----------------------------------------------------------------
 
-    async def run(self, publish_routes: PublishRoutes, endpoints_changed: Callable[[], None]) -> None:
+    def _client(self) -> client.ApiClient:
+        if self._api is None:
+            self._api = api_client(self._settings.kubeconfig)
+        return self._api
+
+    def _first(self, name: str, apply: Callable[[Changes], None]) -> Callable[[Changes], None]:
+        def handler(changes: Changes) -> None:
+            apply(changes)
+            if name in self._unlisted:
+                self._unlisted.discard(name)
+                if not self._unlisted:
+                    self.synced.set()
+
+        return handler
+
+    async def run_routes(self, publish: PublishRoutes) -> None:
         loop = asyncio.get_running_loop()
-        api = api_client(self._settings.kubeconfig)
-        self.routes.attach(publish_routes)
-        route_paths = (
-            [f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}" for ns in self._settings.namespaces]
-            if self._settings.namespaces
-            else [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
-        )
-        pending = {*route_paths, "services", "endpointslices"}
-
-        def first(name: str, apply: Callable[[Changes], None]) -> Callable[[Changes], None]:
-            def handler(changes: Changes) -> None:
-                apply(changes)
-                if name in pending:
-                    pending.discard(name)
-                    if not pending:
-                        self.synced.set()
-
-            return handler
-
-        def services(changes: Changes) -> None:
-            self.endpoints.apply_services(changes)
-            endpoints_changed()
-
-        def slices(changes: Changes) -> None:
-            self.endpoints.apply_slices(changes)
-            endpoints_changed()
-
+        api = self._client()
+        self.routes.attach(publish)
         # One watch per namespace when a list is configured; the route source sees their union.
-        for path in route_paths:
-            self._watches.append(ResourceWatch(api, path, first(path, self.routes.apply), loop, name=f"routes:{path}"))
-        self._watches.append(ResourceWatch(api, "/api/v1/services", first("services", services), loop, name="services"))
-        self._watches.append(
-            ResourceWatch(
-                api, "/apis/discovery.k8s.io/v1/endpointslices", first("endpointslices", slices), loop, name="endpointslices"
-            )
-        )
-        for watch in self._watches:
-            watch.start()
+        watches = [
+            ResourceWatch(api, path, self._first(path, self.routes.apply), loop, name=f"routes:{path}")
+            for path in self._route_paths
+        ]
         tasks = []
         if self._settings.write_status:
             self._leader = LeaderElector(
@@ -121,10 +123,36 @@ class KubernetesSource:
                 asyncio.create_task(self._writer.run(lambda: self._leader is not None and self._leader.leading), name="route-status"),
                 asyncio.create_task(self._on_leadership(), name="leadership"),
             ]
+        await self._watch(watches, tasks)
+
+    async def run_endpoints(self, publish: PublishEndpoints) -> None:
+        loop = asyncio.get_running_loop()
+        api = self._client()
+
+        def services(changes: Changes) -> None:
+            self.endpoints.apply_services(changes)
+            publish(self.endpoints, time.monotonic())
+
+        def slices(changes: Changes) -> None:
+            self.endpoints.apply_slices(changes)
+            publish(self.endpoints, time.monotonic())
+
+        watches = [
+            ResourceWatch(api, "/api/v1/services", self._first("services", services), loop, name="services"),
+            ResourceWatch(
+                api, "/apis/discovery.k8s.io/v1/endpointslices", self._first("endpointslices", slices), loop, name="endpointslices"
+            ),
+        ]
+        await self._watch(watches, [])
+
+    async def _watch(self, watches: list[ResourceWatch], tasks: list[asyncio.Task[None]]) -> None:
+        self._watches.extend(watches)
+        for watch in watches:
+            watch.start()
         try:
             await asyncio.gather(*tasks) if tasks else await asyncio.Event().wait()
         finally:
-            for watch in self._watches:
+            for watch in watches:
                 watch.stop()
             for task in tasks:
                 task.cancel()
@@ -171,7 +199,7 @@ class KubernetesSource:
             programmed = record[1]
         self._writer.set(key, DesiredStatus(state.generation, (accepted, programmed)))
 
-    def report_conflicts(self, conflicts: list[Conflict]) -> None:
+    def report_conflicts(self, conflicts: Sequence[Conflict]) -> None:
         """After each merge: which Kubernetes routes lost to another route."""
         fresh = {c.loser.origin.location: c for c in conflicts if c.loser.origin.source == SOURCE}
         changed = set(fresh) ^ set(self._conflicts) | {k for k in fresh if self._conflicts.get(k) != fresh[k]}

@@ -1,5 +1,5 @@
-"""Resources → plain data (Envoy's JSON, snake_case field names) for `gatehouse render`,
-golden files and status diffs."""
+"""Resources → plain data (Envoy's JSON, snake_case field names): the one text form of
+resources, for `gatehouse render`, the translator's golden files, /config and status diffs."""
 
 from __future__ import annotations
 
@@ -27,22 +27,25 @@ _MESSAGES = {
 def resource_data(resource: Resource) -> dict[str, Any]:
     message = _MESSAGES[resource.type].FromString(resource.body)
     text = json_format.MessageToJson(message, preserving_proto_field_name=True, indent=None)
-    data: dict[str, Any] = _sorted_maps(json.loads(text))
+    data: dict[str, Any] = canonical(json.loads(text))
     return data
 
 
-def _sorted_maps(value: Any, in_map: bool = False) -> Any:
-    """Protobuf map and Struct fields (metadata) come out in hash order; sort them so that
-    renders and golden files are stable. Message fields keep their declared order."""
+MAP_FIELDS = frozenset({"filter_metadata", "typed_filter_metadata", "typed_per_filter_config", "json_format"})
+"""Protobuf map and Struct fields: upb emits their keys in hash order, which changes from
+process to process."""
+
+
+def canonical(value: Any, in_map: bool = False) -> Any:
+    """``value`` with the keys of every dict at or below a map field sorted, so renders and
+    golden files are stable; every other dict keeps its order (a message's declared field
+    order: match before route before metadata)."""
     if isinstance(value, dict):
         items = sorted(value.items()) if in_map else value.items()
-        return {k: _sorted_maps(v, in_map=k in _MAP_FIELDS or (in_map and isinstance(v, dict))) for k, v in items}
+        return {k: canonical(v, in_map or k in MAP_FIELDS) for k, v in items}
     if isinstance(value, list):
-        return [_sorted_maps(v) for v in value]
+        return [canonical(v, in_map) for v in value]
     return value
-
-
-_MAP_FIELDS = {"filter_metadata", "typed_filter_metadata", "typed_per_filter_config", "json_format"}
 
 
 def to_yaml(data: Any) -> str:

@@ -1,13 +1,16 @@
 """Every generated config passes `envoy --mode validate` (a real Envoy, no mocks).
 
-For each translator golden case (tests/unit/translator/testdata/in), the translation
-becomes one STATIC bootstrap: the listener's HCM gets the RouteConfiguration inline
-instead of `rds`, and each EDS cluster becomes `type: STATIC` with the case's
-ClusterLoadAssignment (or one 127.0.0.1:1 endpoint when the case has none). The inline
-route config is switched to `validate_clusters: true`, so Envoy also checks that every
-cluster a route names exists: RDS and CDS agree. Validate mode builds the listeners and
-route tables, so regexes, URI templates, header rules and typed extensions are all
-checked, exactly as a NACK would check them.
+For each translator golden case (tests/unit/translator/testdata/in, with its gateway
+settings), the translation becomes one STATIC bootstrap: the listener's HCM gets the
+RouteConfiguration inline instead of `rds`, and each EDS cluster becomes `type: STATIC`
+with the case's ClusterLoadAssignment (or one 127.0.0.1:1 endpoint when the case has
+none); the clusters of Gatehouse's own services (ext_authz, ratelimit, access log) have
+static addresses already and stay as they are. A TLS listener's SDS secret becomes a
+static secret of the same name, pointing at a real certificate. The inline route config
+is switched to `validate_clusters: true`, so Envoy also checks that every cluster a route
+names exists: RDS and CDS agree. Validate mode builds the listeners and route tables, so
+regexes, URI templates, header rules and typed extensions are all checked, exactly as a
+NACK would check them.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from control_plane.model.paths import check_re2
 from control_plane.render import resource_data
 from control_plane.sources.files import load_route_path
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
-from control_plane.translator.access_log import ACCESS_LOG_CLUSTER, AccessLogSettings
+from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from tests.harness.envoy import envoy_binary, validate_config, write_bootstrap
 from tests.unit.translator.golden import CaseResult, case_names, translate_case
+from tests.unit.translator.test_tls import write_self_signed
 from tests.unit.translator.route_generator import route_documents
 
 pytestmark = pytest.mark.envoy
@@ -52,6 +56,11 @@ def static_bootstrap(
     by_cluster = {a["cluster_name"]: a for a in assignments}
     static_clusters = []
     for data in copy.deepcopy(clusters):
+        if "eds_cluster_config" not in data:
+            # A service of Gatehouse's own: its addresses are in the cluster already.
+            assert data["type"] == "STRICT_DNS" and data["load_assignment"]["endpoints"], data["name"]
+            static_clusters.append(data)
+            continue
         assert data.pop("type") == "EDS" and "ads" in data.pop("eds_cluster_config")["eds_config"]
         assignment = by_cluster.pop(data["name"])
         if not assignment.get("endpoints"):
@@ -61,8 +70,30 @@ def static_bootstrap(
     return {"static_resources": {"listeners": [listener], "clusters": static_clusters}}
 
 
-def case_bootstrap(result: CaseResult) -> dict[str, Any]:
-    return static_bootstrap(result.data("listeners"), result.data("routes"), result.data("clusters"), result.data("endpoints"))
+def with_static_secrets(bootstrap: dict[str, Any], secrets: list[dict[str, Any]], certs: Path) -> dict[str, Any]:
+    """The listener's SDS secrets as static ones (no ADS here): the same Secret messages,
+    looked up by name, with their files replaced by a real certificate and key."""
+    [chain] = bootstrap["static_resources"]["listeners"][0]["filter_chains"]
+    common = chain["transport_socket"]["typed_config"]["common_tls_context"]
+    configs = common["tls_certificate_sds_secret_configs"]
+    assert [c["name"] for c in configs] == [s["name"] for s in secrets] and all("ads" in c["sds_config"] for c in configs)
+    common["tls_certificate_sds_secret_configs"] = [{"name": c["name"]} for c in configs]
+    cert, key = write_self_signed(certs)
+    static = copy.deepcopy(secrets)
+    for secret in static:
+        pair = secret["tls_certificate"]
+        pair["certificate_chain"]["filename"], pair["private_key"]["filename"] = str(cert), str(key)
+        pair["watched_directory"]["path"] = str(certs)
+    bootstrap["static_resources"]["secrets"] = static
+    return bootstrap
+
+
+def case_bootstrap(result: CaseResult, certs: Path | None = None) -> dict[str, Any]:
+    bootstrap = static_bootstrap(result.data("listeners"), result.data("routes"), result.data("clusters"), result.data("endpoints"))
+    if result.translation.secrets:
+        assert certs is not None, "a TLS case needs a directory for its certificate"
+        with_static_secrets(bootstrap, result.data("secrets"), certs)
+    return bootstrap
 
 
 def assert_valid(bootstrap: dict[str, Any], path: Path) -> None:
@@ -81,7 +112,7 @@ def route_count(bootstrap: dict[str, Any]) -> int:
 @pytest.mark.parametrize("case", case_names())
 def test_golden_case_passes_envoy_validate(case: str, tmp_path: Path) -> None:
     result = translate_case(case)
-    bootstrap = case_bootstrap(result)
+    bootstrap = case_bootstrap(result, tmp_path / "certs")
     translated = resource_data(result.translation.routes[0])
     assert route_count(bootstrap) == sum(len(v.get("routes", [])) for v in translated["virtual_hosts"])
     assert len(bootstrap["static_resources"]["clusters"]) == len(result.translation.clusters)
@@ -252,14 +283,12 @@ def test_the_access_log_wiring_passes_envoy_validate(tmp_path: Path) -> None:
     translation = RouteTranslator(settings).translate(routes)
     table = parse_endpoints((REPO_ROOT / "examples" / "endpoints.yaml").read_bytes(), "endpoints.yaml")
     endpoints = EndpointTranslator().translate(translation.cluster_refs, table)
-    clusters = [resource_data(r) for r in translation.clusters]
     bootstrap = static_bootstrap(
         [resource_data(r) for r in translation.listeners],
         [resource_data(r) for r in translation.routes],
-        [c for c in clusters if c["name"] != ACCESS_LOG_CLUSTER],
+        [resource_data(r) for r in translation.clusters],
         [resource_data(r) for r in endpoints],
     )
-    bootstrap["static_resources"]["clusters"] += [c for c in clusters if c["name"] == ACCESS_LOG_CLUSTER]
     hcm = bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
     assert hcm["access_log"][0]["name"] == "envoy.access_loggers.http_grpc"
     assert_valid(bootstrap, tmp_path / "access-log.yaml")

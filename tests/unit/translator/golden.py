@@ -1,8 +1,18 @@
 """Golden cases for the translator: `testdata/in/<case>.yaml` → `testdata/out/<case>.<kind>.yaml`.
 
 An input is a stream of route documents, loaded strictly (any problem fails the case).
-An optional side file `in/<case>.endpoints.yaml` is a static endpoints file; without
-one, every cluster gets an empty ClusterLoadAssignment. Shared with
+Two optional side files:
+
+- `in/<case>.endpoints.yaml`: a static endpoints file; without one, every cluster gets an
+  empty ClusterLoadAssignment;
+- `in/<case>.settings.yaml`: the gateway the routes are translated for, written as in the
+  control plane's config file (`gateway`, `extAuthz`, `rateLimit`, `accessLog`), loaded
+  strictly (an unknown field fails the case) and turned into GatewaySettings the way the
+  control plane does it; without one, the default GatewaySettings().
+
+Every case has the four Envoy kinds; `secrets` (TLS) and `ratelimits` (the policies
+ratelimit_svc receives) are written only when the case has any. Files are rendered by
+control_plane/render.py, the renderer `gatehouse render` uses. Shared with
 tests/integration/test_envoy_validate.py, which feeds the same cases to Envoy.
 """
 
@@ -13,36 +23,56 @@ from pathlib import Path
 from typing import Any
 
 from control_plane.cache.resource import Resource
+from control_plane.config import AccessLogService, ControlPlaneConfig, ExtAuthz, Gateway, RateLimitService, Sources
 from control_plane.model import Origin, duplicate_problems, parse_route_file
 from control_plane.render import resource_data, to_yaml
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator, Translation
+from control_plane.translator.from_config import gateway_settings
+from servicekit.config_file import load_config_file
+from servicekit.model import Model
 
 TESTDATA = Path(__file__).parent / "testdata"
 IN_DIR = TESTDATA / "in"
 OUT_DIR = TESTDATA / "out"
 KINDS = ("listeners", "routes", "clusters", "endpoints")
+OPTIONAL_KINDS = ("secrets", "ratelimits")
+"""Written only when the case has some: most cases have neither."""
 ENDPOINTS_SUFFIX = ".endpoints.yaml"
-# Protobuf map fields (Struct metadata): resource_data() emits their keys in upb's hash
-# order, which changes from process to process (see test_render.py). Golden files sort
-# the keys below these fields, and keep every message's own field order.
-MAP_FIELDS = frozenset({"filter_metadata", "typed_filter_metadata", "json_format"})
+SETTINGS_SUFFIX = ".settings.yaml"
 
 
-def canonical(value: Any, in_map: bool = False) -> Any:
-    if isinstance(value, dict):
-        items = sorted(value.items()) if in_map else list(value.items())
-        return {key: canonical(item, in_map or key in MAP_FIELDS) for key, item in items}
-    if isinstance(value, list):
-        return [canonical(item, in_map) for item in value]
-    return value
+class CaseSettings(Model):
+    """The part of the control plane's config file that becomes GatewaySettings."""
+
+    gateway: Gateway = Gateway()
+    ext_authz: ExtAuthz | None = None
+    rate_limit: RateLimitService | None = None
+    access_log: AccessLogService | None = None
+    base_dir: str = "."
+
+
+def load_settings(path: Path) -> GatewaySettings:
+    case = load_config_file(path, CaseSettings)
+    if case.gateway.tls is not None:
+        # Golden files must not depend on where the checkout is.
+        assert Path(case.gateway.tls.cert_file).is_absolute() and Path(case.gateway.tls.key_file).is_absolute(), path
+    config = ControlPlaneConfig(
+        gateway=case.gateway,
+        ext_authz=case.ext_authz,
+        rate_limit=case.rate_limit,
+        access_log=case.access_log,
+        sources=Sources(),
+        base_dir=case.base_dir,
+    )
+    return gateway_settings(config, config.gateway)
 
 
 def case_names() -> list[str]:
     return sorted(
         path.name[: -len(".yaml")]
         for path in IN_DIR.glob("*.yaml")
-        if not path.name.endswith(ENDPOINTS_SUFFIX)
+        if not path.name.endswith((ENDPOINTS_SUFFIX, SETTINGS_SUFFIX))
     )
 
 
@@ -61,14 +91,25 @@ class CaseResult:
             "routes": self.translation.routes,
             "clusters": self.translation.clusters,
             "endpoints": self.endpoints,
+            "secrets": self.translation.secrets,
+            "ratelimits": self.translation.ratelimits,
         }
         return by_kind[kind]
 
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds this case has files for."""
+        return KINDS + tuple(kind for kind in OPTIONAL_KINDS if self.resources(kind))
+
     def data(self, kind: str) -> list[dict[str, Any]]:
-        return [canonical(resource_data(resource)) for resource in self.resources(kind)]
+        return [resource_data(resource) for resource in self.resources(kind)]
 
     def rendered(self, kind: str) -> str:
         return to_yaml(self.data(kind))
+
+
+def case_settings(case: str) -> GatewaySettings:
+    path = IN_DIR / f"{case}{SETTINGS_SUFFIX}"
+    return load_settings(path) if path.exists() else GatewaySettings()
 
 
 def translate_case(case: str) -> CaseResult:
@@ -82,12 +123,13 @@ def translate_case(case: str) -> CaseResult:
     table = (
         parse_endpoints(side_file.read_bytes(), side_file.name) if side_file.exists() else StaticEndpointTable({})
     )
-    translation = RouteTranslator(GatewaySettings()).translate(routes)
+    translation = RouteTranslator(case_settings(case)).translate(routes)
     endpoints = EndpointTranslator().translate(translation.cluster_refs, table)
     return CaseResult(translation, tuple(endpoints))
 
 
 def stale_outputs() -> list[Path]:
-    """Expected files whose case has no input (or whose kind is unknown)."""
-    wanted = {expected_path(case, kind) for case in case_names() for kind in KINDS}
+    """Expected files that no case produces (no input, an unknown kind, or an optional
+    kind the case no longer has)."""
+    wanted = {expected_path(case, kind) for case in case_names() for kind in translate_case(case).kinds()}
     return sorted(path for path in OUT_DIR.glob("*") if path.is_file() and path not in wanted)

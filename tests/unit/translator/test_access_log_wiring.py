@@ -1,58 +1,29 @@
-"""Envoy's gRPC access logger on the listener, when the control plane has `accessLog`."""
+"""Envoy's gRPC access logger on the listener, when the control plane has `accessLog`
+(testdata/in/access_log.yaml pins the logger and its cluster): none without the setting,
+and the config file's `accessLog` block."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from control_plane.config import load_config
 from servicekit.errors import ConfigError
 from control_plane.model import Origin, parse_route_file
-from control_plane.render import resource_data
 from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.access_log import ACCESS_LOG_CLUSTER, AccessLogSettings
-
-ROUTES = """\
-apiVersion: gatehouse.io/v1alpha1
-kind: Route
-metadata: {name: orders, namespace: shop}
-spec:
-  match: {pathPrefix: /orders}
-  backends: [{service: orders, port: 80}]
-"""
-
-
-def translate(settings: GatewaySettings) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    routes, problems = parse_route_file(ROUTES, Origin("git", "r.yaml", "abc"))
-    assert problems == []
-    translation = RouteTranslator(settings).translate(routes)
-    [listener] = [resource_data(r) for r in translation.listeners]
-    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    return hcm, [resource_data(c) for c in translation.clusters]
-
-
-def test_the_listener_streams_access_logs_to_the_telemetry_cluster() -> None:
-    hcm, clusters = translate(GatewaySettings(access_log=AccessLogSettings((("127.0.0.1", 9411),), 32768, 250)))
-    [logger] = hcm["access_log"]
-    config = logger["typed_config"]
-    common = config["common_config"]
-    assert common["grpc_service"]["envoy_grpc"]["cluster_name"] == ACCESS_LOG_CLUSTER
-    assert common["buffer_size_bytes"] == 32768 and common["buffer_flush_interval"] == "0.250s"
-    assert common["transport_api_version"] == "V3"
-    assert config["additional_request_headers_to_log"] == ["x-user-id", "traceparent", "x-b3-traceid"]
-    assert config["additional_response_headers_to_log"] == ["x-ratelimit-remaining"]
-    [cluster] = [c for c in clusters if c["name"] == ACCESS_LOG_CLUSTER]
-    address = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
-    assert address == {"address": "127.0.0.1", "port_value": 9411}
+from tests.unit.translator.envoy_data import clusters_by_name, hcm
+from tests.unit.translator.golden import IN_DIR
 
 
 def test_no_access_log_without_the_setting() -> None:
-    hcm, clusters = translate(GatewaySettings())
-    assert "access_log" not in hcm
-    assert ACCESS_LOG_CLUSTER not in {c["name"] for c in clusters}
+    routes, problems = parse_route_file((IN_DIR / "access_log.yaml").read_bytes(), Origin("file", "access_log.yaml"))
+    assert problems == []
+    translation = RouteTranslator(GatewaySettings()).translate(routes)
+    assert "access_log" not in hcm(translation)
+    assert ACCESS_LOG_CLUSTER not in clusters_by_name(translation)
 
 
 def test_config_file_access_log_block(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
-"""The Envoy side of ext_authz: identity headers stripped first on every route, then the
-ext_authz filter (when configured), then the router; the service cluster; per-route
-settings (off for public routes, requirements as context_extensions otherwise)."""
+"""The Envoy side of ext_authz beyond its golden case (testdata/in/ext_authz.yaml pins the
+filter chain, the filter's settings, the service cluster and every route's per-route
+settings): identity headers stripped with or without ext_authz, the configurable timeout
+and failure mode, nothing wired without it, the config file's `extAuthz` block, and
+requirement names that survive the trip to the service."""
 
 from __future__ import annotations
 
@@ -10,79 +12,23 @@ import pytest
 
 from control_plane.config import ControlPlaneConfig
 from control_plane.model import Origin, parse_route_file
-from control_plane.render import resource_data
 from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator, Translation
-from control_plane.translator.ext_authz import (
-    EXT_AUTHZ_CLUSTER,
-    EXT_AUTHZ_FILTER,
-    EXT_AUTHZ_PER_ROUTE_TYPE,
-    EXT_AUTHZ_TYPE,
-    ExtAuthzSettings,
-)
+from control_plane.translator.ext_authz import EXT_AUTHZ_CLUSTER, EXT_AUTHZ_FILTER, ExtAuthzSettings
 from control_plane.translator.identity_headers import HEADER_MUTATION_FILTER
-from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER
 from control_plane.translator.response_headers import RESPONSE_HEADERS_FILTER
 from ext_authz.config import IDENTITY_HEADERS as SERVICE_IDENTITY_HEADERS
+from tests.unit.translator.envoy_data import clusters_by_name, entries_by_route, filter_config, filter_names
+from tests.unit.translator.golden import IN_DIR
 
 ROUTER_FILTER = "envoy.filters.http.router"
 ADDRESSES = (("127.0.0.1", 9191), ("authz.internal", 9292), ("10.0.0.7", 9393))
 
-ROUTES_YAML = """
-apiVersion: gatehouse.io/v1alpha1
-kind: Route
-metadata: {name: orders, namespace: shop}
-spec:
-  match: {pathPrefix: /orders}
-  backends: [{service: orders, port: 8080}]
-  auth: {audiences: [api, web], scopes: ["orders:read", "orders:write"], roles: [clerk, admin]}
----
-apiVersion: gatehouse.io/v1alpha1
-kind: Route
-metadata: {name: public, namespace: shop}
-spec:
-  match: {pathPrefix: /public}
-  backends: [{service: web, port: 8080}]
-  auth: {required: false}
----
-apiVersion: gatehouse.io/v1alpha1
-kind: Route
-metadata: {name: plain, namespace: shop}
-spec:
-  match: {pathPrefix: /plain}
-  backends: [{service: web, port: 8080}]
----
-apiVersion: gatehouse.io/v1alpha1
-kind: Route
-metadata: {name: scoped, namespace: shop}
-spec:
-  match: {pathPrefix: /scoped}
-  backends: [{service: web, port: 8080}]
-  auth: {scopes: ["catalog:read"]}
----
-apiVersion: gatehouse.io/v1alpha1
-kind: Route
-metadata: {name: retried, namespace: shop}
-spec:
-  match: {path: "/retried/{id}"}
-  backends: [{service: web, port: 8080}]
-  retries: {attempts: 2}
-  auth: {roles: [ops]}
----
-apiVersion: gatehouse.io/v1alpha1
-kind: Route
-metadata: {name: public-retried, namespace: shop}
-spec:
-  match: {path: "/open/{id}"}
-  backends: [{service: web, port: 8080}]
-  retries: {attempts: 2}
-  auth: {required: false}
-"""
-
 
 def routes() -> list[Any]:
-    parsed, problems = parse_route_file(ROUTES_YAML, Origin("file", "routes.yaml"))
+    """The golden case's routes: public, plain, scoped, split by retries."""
+    parsed, problems = parse_route_file((IN_DIR / "ext_authz.yaml").read_bytes(), Origin("file", "ext_authz.yaml"))
     assert problems == [], [str(p) for p in problems]
     return parsed
 
@@ -95,77 +41,20 @@ def with_authz(**kwargs: Any) -> GatewaySettings:
     return GatewaySettings(ext_authz=ExtAuthzSettings(ADDRESSES, **kwargs))
 
 
-def hcm(translation: Translation) -> dict[str, Any]:
-    [listener] = [resource_data(r) for r in translation.listeners]
-    [chain] = listener["filter_chains"]
-    [network_filter] = chain["filters"]
-    config: dict[str, Any] = network_filter["typed_config"]
-    return config
-
-
-def http_filters(translation: Translation) -> list[dict[str, Any]]:
-    filters: list[dict[str, Any]] = hcm(translation)["http_filters"]
-    return filters
-
-
-def filter_named(translation: Translation, name: str) -> dict[str, Any]:
-    [found] = [f for f in http_filters(translation) if f["name"] == name]
-    config: dict[str, Any] = found["typed_config"]
-    return config
-
-
-def entries_by_route(translation: Translation) -> dict[str, list[dict[str, Any]]]:
-    [config] = [resource_data(r) for r in translation.routes]
-    out: dict[str, list[dict[str, Any]]] = {}
-    for vhost in config["virtual_hosts"]:
-        for entry in vhost.get("routes", []):
-            out.setdefault(entry["name"], []).append(entry)
-    return out
-
-
-def clusters(translation: Translation) -> dict[str, dict[str, Any]]:
-    return {r.name: resource_data(r) for r in translation.clusters}
-
-
 # --- the filter chain ---------------------------------------------------------------------------
-
-
-def test_filters_run_header_mutation_then_ext_authz_then_router() -> None:
-    # Around them: the response-header filter first, the body size limit before ext_authz
-    # (tests/unit/translator/test_gateway_limits.py).
-    filters = http_filters(translate(with_authz()))
-    assert [f["name"] for f in filters] == [
-        RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER,
-        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", EXT_AUTHZ_FILTER, ROUTER_FILTER
-    ]
-    assert filters[1]["typed_config"]["@type"] == HEADER_MUTATION_TYPE
-    assert filters[5]["typed_config"]["@type"] == EXT_AUTHZ_TYPE
 
 
 @pytest.mark.parametrize("settings", [GatewaySettings(), with_authz()], ids=["without-ext-authz", "with-ext-authz"])
 def test_the_header_mutation_removes_every_identity_header(settings: GatewaySettings) -> None:
-    config = filter_named(translate(settings), HEADER_MUTATION_FILTER)
+    config = filter_config(translate(settings), HEADER_MUTATION_FILTER)
     removed = [m["remove"] for m in config["mutations"]["request_mutations"]]
     assert removed == ["x-user-id", "x-user-role", "x-scope"]
     assert set(removed) == set(SERVICE_IDENTITY_HEADERS), "the translator strips what the service sets by default"
     assert "response_mutations" not in config["mutations"]
 
 
-def test_ext_authz_filter_settings() -> None:
-    config = filter_named(translate(with_authz()), EXT_AUTHZ_FILTER)
-    assert config["transport_api_version"] == "V3"
-    assert config["grpc_service"]["envoy_grpc"]["cluster_name"] == EXT_AUTHZ_CLUSTER
-    assert config["grpc_service"]["timeout"] == "0.250s"
-    patterns = config["allowed_headers"]["patterns"]
-    assert patterns == [{"exact": "authorization", "ignore_case": True}, {"exact": "x-request-id", "ignore_case": True}]
-    assert config.get("failure_mode_allow", False) is False, "fail closed by default"
-    assert config["status_on_error"] == {"code": "ServiceUnavailable"}
-    assert "with_request_body" not in config
-    assert not config.get("include_peer_certificate", False)
-
-
 def test_fail_open_and_timeout_are_configurable() -> None:
-    config = filter_named(translate(with_authz(timeout_ms=1500, fail_open=True)), EXT_AUTHZ_FILTER)
+    config = filter_config(translate(with_authz(timeout_ms=1500, fail_open=True)), EXT_AUTHZ_FILTER)
     assert config["failure_mode_allow"] is True
     assert config["grpc_service"]["timeout"] == "1.500s"
     assert config["status_on_error"] == {"code": "ServiceUnavailable"}
@@ -173,11 +62,11 @@ def test_fail_open_and_timeout_are_configurable() -> None:
 
 def test_without_ext_authz_only_the_header_mutation_and_router_run() -> None:
     translation = translate(GatewaySettings())
-    assert [f["name"] for f in http_filters(translation)] == [
+    assert filter_names(translation) == [
         RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER,
         "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", ROUTER_FILTER
     ]
-    assert EXT_AUTHZ_CLUSTER not in clusters(translation)
+    assert EXT_AUTHZ_CLUSTER not in clusters_by_name(translation)
     for name, entries in entries_by_route(translation).items():
         for entry in entries:
             assert "typed_per_filter_config" not in entry, f"{name}: per-route ext_authz without the filter"
@@ -186,87 +75,11 @@ def test_without_ext_authz_only_the_header_mutation_and_router_run() -> None:
 # --- the cluster --------------------------------------------------------------------------------
 
 
-def test_the_ext_authz_cluster_speaks_http2_to_every_address() -> None:
-    cluster = clusters(translate(with_authz()))[EXT_AUTHZ_CLUSTER]
-    assert cluster["type"] in ("STATIC", "STRICT_DNS")
-    assert "eds_cluster_config" not in cluster
-    options = cluster["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
-    assert "http2_protocol_options" in options["explicit_http_config"]
-    assignment = cluster["load_assignment"]
-    assert assignment["cluster_name"] == EXT_AUTHZ_CLUSTER
-    addresses = [
-        (e["endpoint"]["address"]["socket_address"]["address"], e["endpoint"]["address"]["socket_address"]["port_value"])
-        for group in assignment["endpoints"]
-        for e in group["lb_endpoints"]
-    ]
-    assert addresses == list(ADDRESSES)
-    assert cluster["connect_timeout"]
-
-
 def test_the_ext_authz_cluster_is_not_tied_to_any_route() -> None:
     translation = translate(with_authz())
     [resource] = [r for r in translation.clusters if r.name == EXT_AUTHZ_CLUSTER]
     assert resource.provenance == ()
     assert EXT_AUTHZ_CLUSTER not in {ref.name for ref in translation.cluster_refs}
-
-
-# --- per route ----------------------------------------------------------------------------------
-
-
-def per_route(entry: dict[str, Any]) -> dict[str, Any]:
-    config: dict[str, Any] = entry["typed_per_filter_config"][EXT_AUTHZ_FILTER]
-    assert config["@type"] == EXT_AUTHZ_PER_ROUTE_TYPE
-    return config
-
-
-def test_public_routes_disable_ext_authz() -> None:
-    entries = entries_by_route(translate(with_authz()))
-    for name in ("shop/public", "shop/public-retried"):
-        assert entries[name], name
-        for entry in entries[name]:
-            config = per_route(entry)
-            assert config["disabled"] is True
-            assert "check_settings" not in config
-
-
-def test_authenticated_routes_carry_their_requirements() -> None:
-    entries = entries_by_route(translate(with_authz()))
-    [orders] = entries["shop/orders"]
-    config = per_route(orders)
-    assert "disabled" not in config
-    assert config["check_settings"]["context_extensions"] == {
-        "route": "shop/orders",
-        "audiences": "api web",
-        "scopes": "orders:read orders:write",
-        "roles": "clerk admin",
-    }
-    [scoped] = entries["shop/scoped"]
-    assert per_route(scoped)["check_settings"]["context_extensions"] == {"route": "shop/scoped", "scopes": "catalog:read"}
-
-
-def test_a_route_with_no_requirements_still_checks_the_token() -> None:
-    [plain] = entries_by_route(translate(with_authz()))["shop/plain"]
-    config = per_route(plain)
-    assert "disabled" not in config
-    assert config["check_settings"]["context_extensions"] == {"route": "shop/plain"}
-
-
-def test_every_entry_of_a_split_route_carries_the_same_settings() -> None:
-    entries = entries_by_route(translate(with_authz()))["shop/retried"]
-    assert len(entries) >= 2, "idempotent and other methods are separate entries"
-    configs = [per_route(e) for e in entries]
-    assert all(c == configs[0] for c in configs)
-    assert configs[0]["check_settings"]["context_extensions"] == {"route": "shop/retried", "roles": "ops"}
-
-
-def test_every_route_gets_a_per_route_config_when_ext_authz_is_on() -> None:
-    entries = entries_by_route(translate(with_authz()))
-    assert set(entries) == {
-        "shop/orders", "shop/public", "shop/plain", "shop/scoped", "shop/retried", "shop/public-retried"
-    }
-    for name, route_entries in entries.items():
-        for entry in route_entries:
-            assert EXT_AUTHZ_FILTER in entry["typed_per_filter_config"], name
 
 
 # --- from the control plane config --------------------------------------------------------------

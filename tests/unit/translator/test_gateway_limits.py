@@ -1,5 +1,7 @@
 """The HTTP connection manager's request limits, error bodies and response headers:
-what the translator generates, and the `gateway:` settings that drive it."""
+what the translator generates, and the `gateway:` settings that drive it (golden cases:
+testdata/in/request_limits.yaml with an empty server header, ratelimit.yaml for the
+whole filter order)."""
 
 from __future__ import annotations
 
@@ -9,25 +11,20 @@ import pytest
 from pydantic import ValidationError
 
 from control_plane.config import ControlPlaneConfig, Gateway
-from control_plane.render import resource_data
 from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator
-from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.local_replies import GATEWAY_ERRORS, REQUEST_ID
-from control_plane.translator.ratelimit import RateLimitSettings
 from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER, BODY_SIZE_LIMIT_TYPE
 from control_plane.translator.response_headers import RESPONSE_HEADERS_FILTER
+from tests.unit.translator import envoy_data
 
 ROUTER = "envoy.filters.http.router"
-IDENTITY = "envoy.filters.http.header_mutation"
 # What ext_authz answers with (401/403 denials, 503 when it cannot decide): its own JSON bodies.
 EXT_AUTHZ_STATUSES = {401, 403, 500, 503}
 
 
 def hcm(settings: GatewaySettings) -> dict[str, Any]:
-    [listener] = [resource_data(r) for r in RouteTranslator(settings).translate([]).listeners]
-    config: dict[str, Any] = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    return config
+    return envoy_data.hcm(RouteTranslator(settings).translate([]))
 
 
 def filters(settings: GatewaySettings) -> dict[str, dict[str, Any]]:
@@ -56,23 +53,6 @@ def test_configured_limits_reach_the_hcm_and_zero_means_no_body_limit() -> None:
     assert BODY_SIZE_LIMIT_FILTER not in filters(GatewaySettings(max_request_body_bytes=0))
 
 
-def test_filter_order_response_headers_identity_body_limit_authz_ratelimit_router() -> None:
-    settings = GatewaySettings(
-        ext_authz=ExtAuthzSettings((("127.0.0.1", 9001),)), rate_limit=RateLimitSettings((("127.0.0.1", 8081),))
-    )
-    names = [f["name"] for f in hcm(settings)["http_filters"]]
-    assert names == [
-        RESPONSE_HEADERS_FILTER,
-        IDENTITY,
-        BODY_SIZE_LIMIT_FILTER,
-        "envoy.filters.http.rbac",
-        "envoy.filters.http.local_ratelimit",
-        "envoy.filters.http.ext_authz",
-        "envoy.filters.http.ratelimit",
-        ROUTER,
-    ]
-
-
 # --- response headers -------------------------------------------------------------------------
 
 
@@ -85,13 +65,6 @@ def test_no_internal_response_headers_and_the_server_header_is_the_gateways() ->
     }
     # OVERWRITE is the enum's zero value: rendered by leaving it out.
     assert (config["server_name"], config.get("server_header_transformation", "OVERWRITE")) == ("gatehouse", "OVERWRITE")
-
-
-def test_an_empty_server_header_sends_none() -> None:
-    config = hcm(GatewaySettings(server_header=""))
-    assert config["server_header_transformation"] == "PASS_THROUGH" and "server_name" not in config
-    response = filters(GatewaySettings(server_header=""))[RESPONSE_HEADERS_FILTER]["mutations"]["response_mutations"]
-    assert {"remove": "server"} in response
 
 
 def test_request_ids_are_kept_generated_and_returned() -> None:

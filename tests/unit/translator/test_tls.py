@@ -1,15 +1,15 @@
-"""TLS termination on the gateway listener: the transport socket, its policy, HSTS, and the
-config file's `gateway.tls` (paths resolved like other config paths). The listener is also
-checked by a real `envoy --mode validate`, with a real certificate."""
+"""TLS termination on the gateway listener beyond its golden case (testdata/in/tls.yaml pins
+the transport socket, its policy, HSTS first in the chain and the Secret, and
+tests/integration/test_envoy_validate.py runs it through `envoy --mode validate` with a
+real certificate): none on a plain listener, the snapshot's link to the secret, and the
+config file's `gateway.tls` (paths resolved like other config paths)."""
 
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -20,25 +20,15 @@ from google.protobuf import json_format
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.config import ControlPlaneConfig
-from control_plane.render import resource_data
 from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import RouteTranslator
 from control_plane.translator.listeners import http_listener
 from control_plane.translator.settings import GatewaySettings
-from control_plane.translator.tls import (
-    ALPN_PROTOCOLS,
-    CIPHER_SUITES,
-    DOWNSTREAM_TLS_TYPE,
-    HSTS_FILTER,
-    HSTS_HEADER,
-    HSTS_VALUE,
-    SECRET_NAME,
-    TlsSettings,
-)
-from tests.harness.envoy import envoy_binary, validate_config
+from control_plane.translator.tls import HSTS_FILTER, SECRET_NAME, TlsSettings
 
 
 def write_self_signed(directory: Path, host: str = "localhost") -> tuple[Path, Path]:
+    """A certificate and key for ``host`` (also for test_tls_envoy and test_envoy_validate)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -74,41 +64,11 @@ def test_plain_listener_has_no_transport_socket() -> None:
     assert HSTS_FILTER not in names
 
 
-def test_tls_listener() -> None:
-    [chain] = listener(GatewaySettings(tls=TlsSettings("/certs/tls.crt", "/certs/tls.key")))["filter_chains"]
-    socket = chain["transport_socket"]
-    assert socket["name"] == "envoy.transport_sockets.tls"
-    context = socket["typed_config"]
-    assert context["@type"] == DOWNSTREAM_TLS_TYPE
-    common = context["common_tls_context"]
-    assert common["tls_params"] == {"tls_minimum_protocol_version": "TLSv1_2", "cipher_suites": list(CIPHER_SUITES)}
-    assert common["alpn_protocols"] == list(ALPN_PROTOCOLS) == ["h2", "http/1.1"]
-    # The certificate comes over SDS (on the ADS stream): only then does Envoy honour
-    # watched_directory and pick up a rotated pair.
-    assert "tls_certificates" not in common
-    assert common["tls_certificate_sds_secret_configs"] == [
-        {"name": SECRET_NAME, "sds_config": {"ads": {}, "resource_api_version": "V3", "initial_fetch_timeout": "0s"}}
-    ]
-    first = chain["filters"][0]["typed_config"]["http_filters"][0]
-    assert first["name"] == HSTS_FILTER
-    [mutation] = first["typed_config"]["mutations"]["response_mutations"]
-    assert mutation["append"]["header"] == {"key": HSTS_HEADER, "value": HSTS_VALUE}
-    assert HSTS_VALUE == "max-age=31536000; includeSubDomains"
-
-
-def test_the_secret_names_the_files_and_watches_their_directory() -> None:
+def test_the_secret_is_an_sds_resource_the_listener_references() -> None:
     settings = GatewaySettings(tls=TlsSettings("/certs/tls.crt", "/certs/tls.key"))
     translation = RouteTranslator(settings).translate([])
     [secret] = translation.secrets
     assert (secret.type, secret.name) == (ResourceType.SECRET, SECRET_NAME)
-    assert resource_data(secret) == {
-        "name": SECRET_NAME,
-        "tls_certificate": {
-            "certificate_chain": {"filename": "/certs/tls.crt"},
-            "private_key": {"filename": "/certs/tls.key"},
-            "watched_directory": {"path": "/certs"},
-        },
-    }
     [listener_resource] = translation.listeners
     assert SECRET_NAME in listener_resource.references, "the snapshot checks the secret is there"
     assert RouteTranslator(GatewaySettings()).translate([]).secrets == ()
@@ -149,24 +109,3 @@ def test_config_paths_resolve_from_the_config_directory(tmp_path: Path) -> None:
     assert settings.tls == TlsSettings(str(tmp_path / "certs" / "tls.crt"), "/abs/tls.key")
     plain = ControlPlaneConfig.model_validate({"sources": {}})
     assert gateway_settings(plain, plain.gateway).tls is None
-
-
-@pytest.mark.envoy
-def test_envoy_accepts_the_tls_listener(tmp_path: Path) -> None:
-    cert, key = write_self_signed(tmp_path / "certs")
-    data = listener(GatewaySettings(tls=TlsSettings(str(cert), str(key))))
-    hcm = data["filter_chains"][0]["filters"][0]["typed_config"]
-    del hcm["rds"]
-    hcm["route_config"] = {"name": "local", "virtual_hosts": []}
-    # The secret as a static one (no ADS here): same Secret message, looked up by name.
-    common = data["filter_chains"][0]["transport_socket"]["typed_config"]["common_tls_context"]
-    common["tls_certificate_sds_secret_configs"] = [{"name": SECRET_NAME}]
-    [secret] = RouteTranslator(GatewaySettings(tls=TlsSettings(str(cert), str(key)))).translate([]).secrets
-    bootstrap = {
-        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
-        "static_resources": {"listeners": [data], "secrets": [resource_data(secret)]},
-    }
-    path = tmp_path / "bootstrap.json"
-    path.write_text(json.dumps(bootstrap))
-    result = validate_config(envoy_binary(), path)
-    assert result.returncode == 0, result.stdout + result.stderr

@@ -122,10 +122,14 @@ class Snapshot:
             for target in route.references:
                 if target not in self.clusters:
                     problems.append(f"route config {route.name} points at missing cluster {target}")
+        named = {name for listener in self.listeners.values() for name in listener.references}
         for listener in self.listeners.values():
             for name in listener.references:
                 if name not in self.routes and name not in self.secrets:
                     problems.append(f"listener {listener.name} points at missing route config or secret {name}")
+        for name in self.routes:
+            if name not in named:
+                problems.append(f"route config {name} is named by no listener")
         return problems
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from pathlib import Path
-from typing import Annotated
+from typing import Literal, Annotated
 
 from pydantic import Field, model_validator
 
@@ -78,7 +78,15 @@ class ExtAuthz(Model):
     """Where Envoy finds the Authorization service (usually a sidecar on localhost)."""
 
     address: HostPort | list[HostPort]
-    """One address, or several (Envoy balances checks across them)."""
+    """One address, or several (Envoy balances checks across them): the service's
+    ``http.listen`` for ``protocol: http``, its ``listen`` for ``grpc``."""
+    protocol: Literal["http", "grpc"] = "http"
+    """``http`` (default): Envoy's HTTP ext_authz protocol, one lean call per request that
+    also decides the route's rate limits (bench/gateway.py measured it); ``grpc``: the
+    gRPC Authorization service, and the route's limits as a second call."""
+    forward_headers: list[str] = []
+    """Over HTTP, extra request headers the check sees: the ones ``header:<name>`` rate-limit
+    keys on authenticated routes name."""
     timeout: Duration = Millis(250)
     fail_open: bool = False
     """If the service cannot answer: false denies with 503 (default), true lets requests through."""

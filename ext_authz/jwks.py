@@ -229,8 +229,8 @@ class IssuerKeys:
         self._sleep = sleep
         self._allowed = frozenset(issuer.algorithms)
         cfg = issuer.jwks
-        self._min_ttl, self._max_ttl = cfg.min_ttl / 1000, cfg.max_ttl / 1000
-        self._cooldown, self._max_stale = cfg.unknown_kid_cooldown / 1000, cfg.max_stale / 1000
+        self._min_ttl, self._max_ttl = cfg.min_ttl.seconds, cfg.max_ttl.seconds
+        self._cooldown, self._max_stale = cfg.unknown_kid_cooldown.seconds, cfg.max_stale.seconds
         self._keys: tuple[VerificationKey, ...] = ()
         self._by_kid: dict[str, VerificationKey] = {}
         self._version: object | None = None
@@ -262,7 +262,7 @@ class IssuerKeys:
         if issuer.jwks_url is not None:
             if session is None:
                 raise ValueError(f"issuer {issuer.issuer}: jwksUrl needs an aiohttp session")
-            return cls(issuer, HttpJwksSource(issuer.jwks_url, session, timeout=issuer.jwks.timeout / 1000), clock=clock)
+            return cls(issuer, HttpJwksSource(issuer.jwks_url, session, timeout=issuer.jwks.timeout.seconds), clock=clock)
         assert issuer.jwks_file is not None
         path = Path(issuer.jwks_file).expanduser()
         return cls(issuer, FileJwksSource(path if path.is_absolute() else base_dir / path), clock=clock)

@@ -114,12 +114,12 @@ class RevocationMirror:
 
         ``grace`` must be at least the largest issuer leeway (seconds).
         """
-        store = RedisRevocationStore(url=config.redis_url, key_prefix=config.key_prefix, timeout=config.timeout / 1000)
+        store = RedisRevocationStore(url=config.redis_url, key_prefix=config.key_prefix, timeout=config.timeout.seconds)
         return cls(
             store,
             policy=config.on_unavailable,
-            last_known_for=config.last_known_for / 1000,
-            resync_interval=config.resync_interval / 1000,
+            last_known_for=config.last_known_for.seconds,
+            resync_interval=config.resync_interval.seconds,
             grace=grace,
             heartbeat=heartbeat,
             min_backoff=min_backoff,

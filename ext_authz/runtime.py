@@ -97,7 +97,7 @@ class ExtAuthz:
 
     async def _serve(self) -> None:
         config = self.config
-        timeout = aiohttp.ClientTimeout(total=max(i.jwks.timeout for i in config.issuers) / 1000)
+        timeout = aiohttp.ClientTimeout(total=max(i.jwks.timeout.seconds for i in config.issuers))
         async with aiohttp.ClientSession(timeout=timeout) as session:
             self.keys = [
                 IssuerKeys.from_config(issuer, session=session, base_dir=Path(config.base_dir)) for issuer in config.issuers
@@ -107,7 +107,7 @@ class ExtAuthz:
             verifier = TokenVerifier(self.keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
             metrics.register_verifier(verifier, self.keys)
             if config.revocation is not None:
-                grace = max(i.leeway for i in config.issuers) / 1000 + GRACE_MARGIN
+                grace = max(i.leeway.seconds for i in config.issuers) + GRACE_MARGIN
                 self.mirror = RevocationMirror.from_config(config.revocation, grace=grace)
                 await self.mirror.start()
             else:

@@ -210,7 +210,7 @@ class _Cached:
 def _policy(keys: IssuerKeys) -> _Policy:
     issuer = keys.issuer
     required = tuple(dict.fromkeys([*issuer.required_claims, "exp", "iss", *(["aud"] if issuer.audiences else [])]))
-    return _Policy(keys, issuer, required, frozenset(issuer.audiences), issuer.leeway / 1000)
+    return _Policy(keys, issuer, required, frozenset(issuer.audiences), issuer.leeway.seconds)
 
 
 # Failures that the same token string will always meet again: remembered for a while so a

@@ -65,8 +65,8 @@ def kafka_audit_sink(kafka: KafkaSink, audit: Audit, spool_dir: Path) -> KafkaAu
         Spool(spool_dir),
         topic=kafka.audit_topic,
         batch_size=audit.batch_size,
-        ack_timeout=kafka.request_timeout / 1000,
-        retry_backoff=kafka.retry_backoff / 1000,
+        ack_timeout=kafka.request_timeout.seconds,
+        retry_backoff=kafka.retry_backoff.seconds,
         max_pending=audit.max_pending,
         spool_max_bytes=audit.spool_max_bytes,
     )

@@ -52,8 +52,8 @@ def build_writer(config: TelemetryConfig) -> EventWriter:
         return KafkaAccessWriter(
             access_producer_factory(sink.kafka),
             topic=sink.kafka.access_log_topic,
-            send_timeout=sink.kafka.request_timeout / 1000,
-            retry_backoff=sink.kafka.retry_backoff / 1000,
+            send_timeout=sink.kafka.request_timeout.seconds,
+            retry_backoff=sink.kafka.retry_backoff.seconds,
         )
     if sink.file is not None:
         return LinesWriter.to_file(config.resolve(sink.file.path))

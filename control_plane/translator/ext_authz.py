@@ -1,21 +1,35 @@
 """Authentication in Envoy: ask ext_authz on every route that requires it.
 
-``ext_authz`` (gRPC, to the ``gatehouse_ext_authz`` cluster) checks the token and, on OK,
-sets ``x-user-id``, ``x-user-role`` and ``x-scope`` from verified claims; client-sent copies
+``ext_authz`` (to the ``gatehouse_ext_authz`` cluster) checks the token and, on OK, sets
+``x-user-id``, ``x-user-role`` and ``x-scope`` from verified claims; client-sent copies
 were removed before it (``identity_headers``). It receives only the headers it needs.
+Per route, ext_authz is disabled for ``auth.required: false`` (no call is made). Two
+protocols (``extAuthz.protocol``):
 
-Per route, ext_authz is disabled for ``auth.required: false`` (no call is made), or given
-the route's requirements as ``context_extensions``.
+- ``grpc``: the route's requirements travel as ``context_extensions``; its rate limits
+  are a second call, Envoy's ratelimit filter to the RateLimitService;
+- ``http`` (the lean path): Envoy's HTTP ext_authz protocol. The route is named by
+  ``x-gatehouse-route``, set per route (``route_identity``) after every client copy was
+  removed; its requirements and its rate limits reach the service as a ``RoutePolicy``
+  over xDS, and that one call decides both (the ratelimit filter is not called for the
+  route). Identity headers go upstream through ``allowed_upstream_headers``; a denial's
+  status, headers and body go to the client as the service wrote them; ``X-RateLimit-*``
+  reach the client on success through ``allowed_client_headers_on_success``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from servicekit.durations import format_duration_ms
+from control_plane.cache.resource import Resource
+from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.translator.feature import HttpFeature
-from control_plane.translator.service_clusters import grpc_service_cluster
+from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
+from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, route_policy
+from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
+from servicekit.durations import format_duration_ms
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from control_plane.translator.settings import ExtAuthzSettings as ExtAuthzSettings
 from control_plane.translator.settings import GatewaySettings
 
@@ -25,9 +39,19 @@ EXT_AUTHZ_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3
 EXT_AUTHZ_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute"
 # What the Authorization service reads; everything else stays out of the CheckRequest.
 FORWARDED_HEADERS = ("authorization", "x-request-id")
+# Over HTTP it also reads the route, the client address Envoy appended, and an API key.
+HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER)
+RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+CHECK_PATH_PREFIX = "/check"
+
+
+def _exact(names: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    return {"patterns": [{"exact": name, "ignore_case": True} for name in names]}
 
 
 def ext_authz_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
+    if settings.protocol == "http":
+        return _http_filter(settings)
     return {
         "name": EXT_AUTHZ_FILTER,
         "typed_config": {
@@ -45,15 +69,70 @@ def ext_authz_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
     }
 
 
+def _http_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
+    forwarded = [*HTTP_FORWARDED_HEADERS, *(h for h in settings.forward_headers if h not in HTTP_FORWARDED_HEADERS)]
+    return {
+        "name": EXT_AUTHZ_FILTER,
+        "typed_config": {
+            "@type": EXT_AUTHZ_TYPE,
+            "transport_api_version": "V3",
+            "http_service": {
+                "server_uri": {
+                    "uri": f"http://{EXT_AUTHZ_CLUSTER}",
+                    "cluster": EXT_AUTHZ_CLUSTER,
+                    "timeout": format_duration_ms(settings.timeout_ms),
+                },
+                "path_prefix": CHECK_PATH_PREFIX,
+                "authorization_response": {
+                    "allowed_upstream_headers": _exact(IDENTITY_HEADERS),
+                    "allowed_client_headers_on_success": _exact(RATE_LIMIT_HEADERS),
+                },
+            },
+            "failure_mode_allow": settings.fail_open,
+            "status_on_error": {"code": "ServiceUnavailable"},
+            "allowed_headers": _exact(forwarded),
+            "include_peer_certificate": False,
+        },
+    }
+
+
 def ext_authz_cluster(settings: ExtAuthzSettings) -> dict[str, Any]:
+    if settings.protocol == "http":
+        return http_service_cluster(EXT_AUTHZ_CLUSTER, settings.addresses)
     return grpc_service_cluster(EXT_AUTHZ_CLUSTER, settings.addresses)
 
 
-def per_route(route: Route) -> dict[str, Any]:
-    """The route's ext_authz settings: off for public routes, else its requirements."""
+def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
+    """The route's rules for the HTTP check: requirements, and its limits when the
+    gateway enforces rate limits; ValueError (the route is quarantined) for a header key
+    Envoy would not forward."""
+    assert settings.ext_authz is not None
+    limits = route.spec.rate_limits if settings.rate_limit is not None else []
+    forwarded = {h.lower() for h in (*HTTP_FORWARDED_HEADERS, *settings.ext_authz.forward_headers)}
+    for index, limit in enumerate(limits):
+        header = limit.key.removeprefix("header:")
+        if limit.key.startswith("header:") and header.lower() not in forwarded:
+            raise ValueError(
+                f"rateLimits[{index}].key: {limit.key}: the authorization check would never see this header; "
+                f"add {header} to extAuthz.forwardHeaders"
+            )
+    policy = route_policy(route) if limits else policy_pb2.RoutePolicy(route=route.id)
+    auth = route.spec.auth
+    policy.auth.SetInParent()
+    policy.auth.audiences.extend(auth.audiences)
+    policy.auth.scopes.extend(auth.scopes)
+    policy.auth.roles.extend(auth.roles)
+    return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
+
+
+def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str, Any] | None:
+    """The route's ext_authz settings: off for public routes, else (gRPC) its requirements;
+    over HTTP nothing per route (the rules come over xDS)."""
     auth = route.spec.auth
     if not auth.required:
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "disabled": True}
+    if settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http":
+        return None
     extensions = {"route": route.id}
     if auth.audiences:
         extensions["audiences"] = " ".join(auth.audiences)
@@ -71,7 +150,14 @@ class ExtAuthz(HttpFeature):
         return None if settings.ext_authz is None else ext_authz_filter(settings.ext_authz)
 
     def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
-        return None if settings.ext_authz is None else per_route(route)
+        return None if settings.ext_authz is None else per_route(route, settings)
 
     def clusters(self, settings: GatewaySettings) -> list[dict[str, Any]]:
         return [] if settings.ext_authz is None else [ext_authz_cluster(settings.ext_authz)]
+
+    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
+        return (http_route_policy(route, settings),) if decided_by_authz(route, settings) else ()
+
+    def removed_upstream(self, route: Route, settings: GatewaySettings) -> list[str]:
+        # The route id was for the check, not for the upstream.
+        return [ROUTE_HEADER] if decided_by_authz(route, settings) else []

@@ -40,6 +40,11 @@ class HttpFeature(Protocol):
         """Fields of the route's ``route`` action (not used by routes that answer directly)."""
         return {}
 
+    def removed_upstream(self, route: Route, settings: GatewaySettings) -> list[str]:
+        """Request headers the route removes before it forwards (headers this feature
+        added for a filter, not for the upstream)."""
+        return []
+
     def clusters(self, settings: GatewaySettings) -> list[dict[str, Any]]:
         """Static clusters of the services this feature calls (ext_authz, ratelimit, ...)."""
         return []

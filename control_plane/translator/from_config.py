@@ -18,7 +18,13 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
     services every group shares (ext_authz, ratelimit, access log)."""
     ext_authz = None
     if config.ext_authz is not None:
-        ext_authz = ExtAuthzSettings(_addresses(config.ext_authz.address), config.ext_authz.timeout, config.ext_authz.fail_open)
+        ext_authz = ExtAuthzSettings(
+            _addresses(config.ext_authz.address),
+            config.ext_authz.timeout,
+            config.ext_authz.fail_open,
+            protocol=config.ext_authz.protocol,
+            forward_headers=tuple(h.lower() for h in config.ext_authz.forward_headers),
+        )
     rate_limit = None
     if config.rate_limit is not None:
         rate_limit = RateLimitSettings(

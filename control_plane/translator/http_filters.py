@@ -16,6 +16,7 @@ from control_plane.translator.load_shedding import LoadShedding
 from control_plane.translator.ratelimit import GlobalRateLimit
 from control_plane.translator.request_limits import RequestLimits
 from control_plane.translator.response_headers import ResponseHeaders
+from control_plane.translator.route_identity import RouteIdentity
 from control_plane.translator.router import Router
 from control_plane.translator.shields import AccessList, RouteShield
 from control_plane.translator.tls import Hsts
@@ -39,6 +40,9 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     RouteShield(),
     LoadShedding(),
     # Authentication, then the global rate limit, which may key on the identity it set.
+    # Over HTTP, the route's name for the check is set just before it (and one call
+    # decides the route's limits, so the ratelimit filter is not called for it).
+    RouteIdentity(),
     ExtAuthz(),
     GlobalRateLimit(),
     # The router ends the chain: it sends the request upstream.

@@ -15,15 +15,21 @@ from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.settings import GatewaySettings
 
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
+ROUTE_HEADER = "x-gatehouse-route"
+"""Names the route to the HTTP authorization check (``route_identity``); a client's copy
+is removed here with the identity headers, on every route."""
 HEADER_MUTATION_FILTER = "envoy.filters.http.header_mutation"
 
 
-def identity_header_filter() -> dict[str, Any]:
+def identity_header_filter(settings: GatewaySettings | None = None) -> dict[str, Any]:
+    names = list(IDENTITY_HEADERS)
+    if settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http":
+        names.append(ROUTE_HEADER)
     return {
         "name": HEADER_MUTATION_FILTER,
         "typed_config": {
             "@type": HEADER_MUTATION_TYPE,
-            "mutations": {"request_mutations": [{"remove": name} for name in IDENTITY_HEADERS]},
+            "mutations": {"request_mutations": [{"remove": name} for name in names]},
         },
     }
 
@@ -32,4 +38,4 @@ class IdentityHeaders(HttpFeature):
     name = HEADER_MUTATION_FILTER
 
     def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
-        return identity_header_filter()
+        return identity_header_filter(settings)

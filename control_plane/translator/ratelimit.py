@@ -108,6 +108,18 @@ def route_policy(route: Route) -> policy_pb2.RoutePolicy:
     )
 
 
+def decided_by_authz(route: Route, settings: GatewaySettings) -> bool:
+    """Over ``extAuthz.protocol: http`` a route that needs a token has its check and its rate
+    limits decided in one call to the Authorization service: the ratelimit filter is not
+    called for it, and its policy (with ``auth``) comes from the ext_authz feature."""
+    return (
+        settings.ext_authz is not None
+        and settings.ext_authz.decides_limits
+        and route.spec.auth.required
+        and route.spec.disabled is None
+    )
+
+
 class GlobalRateLimit(HttpFeature):
     name = RATELIMIT_FILTER
 
@@ -115,7 +127,7 @@ class GlobalRateLimit(HttpFeature):
         return None if settings.rate_limit is None else ratelimit_filter(settings.rate_limit)
 
     def route_action(self, route: Route, settings: GatewaySettings) -> dict[str, Any]:
-        if settings.rate_limit is None or not route.spec.rate_limits:
+        if settings.rate_limit is None or not route.spec.rate_limits or decided_by_authz(route, settings):
             return {}
         return {"rate_limits": route_rate_limits(route)}
 
@@ -125,5 +137,7 @@ class GlobalRateLimit(HttpFeature):
     def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
         """The route's policy for ratelimit_svc, if it has limits and the service is configured."""
         if settings.rate_limit is None or not route.spec.rate_limits or route.spec.disabled is not None:
+            return ()
+        if decided_by_authz(route, settings):
             return ()
         return (Resource.from_message(ResourceType.RATELIMIT, route.id, route_policy(route)),)

@@ -270,8 +270,9 @@ def _entry(route: Route, variant: _PathVariant, group: _MethodGroup, settings: G
     rules = spec.headers
     if rules.request.set:
         entry["request_headers_to_add"] = _headers_to_add(rules.request.set)
-    if rules.request.remove:
-        entry["request_headers_to_remove"] = list(rules.request.remove)
+    removed = [*rules.request.remove, *(name for feature in HTTP_FEATURES for name in feature.removed_upstream(route, settings))]
+    if removed:
+        entry["request_headers_to_remove"] = removed
     if rules.response.set:
         entry["response_headers_to_add"] = _headers_to_add(rules.response.set)
     if rules.response.remove:

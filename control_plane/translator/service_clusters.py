@@ -1,4 +1,4 @@
-"""Static clusters for Gatehouse's own gRPC services (ext_authz, ratelimit): no EDS."""
+"""Static clusters for Gatehouse's own services (ext_authz, ratelimit, telemetry): no EDS."""
 
 from __future__ import annotations
 
@@ -10,15 +10,22 @@ HTTP_PROTOCOL_OPTIONS_TYPE = "type.googleapis.com/envoy.extensions.upstreams.htt
 
 def grpc_service_cluster(name: str, addresses: tuple[tuple[str, int], ...]) -> dict[str, Any]:
     """HTTP/2 to every address (usually one sidecar on localhost); Envoy balances over several."""
+    return _service_cluster(name, addresses, {"http2_protocol_options": {}})
+
+
+def http_service_cluster(name: str, addresses: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    """HTTP/1.1 with keep-alive: Envoy's HTTP ext_authz client holds one request per
+    connection, so the pool's connections are what carries concurrent checks."""
+    return _service_cluster(name, addresses, {"http_protocol_options": {}})
+
+
+def _service_cluster(name: str, addresses: tuple[tuple[str, int], ...], protocol: dict[str, Any]) -> dict[str, Any]:
     return {
         "name": name,
         "type": "STRICT_DNS",
         "connect_timeout": "1s",
         "typed_extension_protocol_options": {
-            HTTP_PROTOCOL_OPTIONS: {
-                "@type": HTTP_PROTOCOL_OPTIONS_TYPE,
-                "explicit_http_config": {"http2_protocol_options": {}},
-            }
+            HTTP_PROTOCOL_OPTIONS: {"@type": HTTP_PROTOCOL_OPTIONS_TYPE, "explicit_http_config": protocol}
         },
         "load_assignment": {
             "cluster_name": name,

@@ -8,6 +8,7 @@ classes live here with the whole and the feature modules import them, never the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +18,16 @@ class ExtAuthzSettings:
     timeout_ms: int = 250
     fail_open: bool = False
     """When the service cannot be reached: False answers 503 (the default), True lets the request through."""
+    protocol: Literal["grpc", "http"] = "grpc"
+    """``http``: Envoy's HTTP ext_authz protocol; the route is named by a header, its rules
+    and its rate limits go to the service over xDS, and one call decides both."""
+    forward_headers: tuple[str, ...] = ()
+    """Over HTTP, request headers sent to the service besides the ones it always reads
+    (for ``header:<name>`` rate-limit keys on authenticated routes)."""
+
+    @property
+    def decides_limits(self) -> bool:
+        return self.protocol == "http"
 
 
 @dataclass(frozen=True, slots=True)

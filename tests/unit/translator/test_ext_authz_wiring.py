@@ -93,11 +93,16 @@ def config(ext_authz: dict[str, Any] | None) -> ControlPlaneConfig:
 
 
 def test_control_plane_config_becomes_ext_authz_settings() -> None:
-    cp = config({"address": ["127.0.0.1:9191", "authz.internal:9292"], "timeout": "100ms", "failOpen": True})
+    cp = config({"address": ["127.0.0.1:9191", "authz.internal:9292"], "timeout": "100ms", "failOpen": True, "protocol": "grpc"})
     settings = gateway_settings(cp, cp.gateway)
     assert settings.ext_authz == ExtAuthzSettings((("127.0.0.1", 9191), ("authz.internal", 9292)), 100, True)
     single = config({"address": "127.0.0.1:9191"})
-    assert gateway_settings(single, single.gateway).ext_authz == ExtAuthzSettings((("127.0.0.1", 9191),), 250, False)
+    # HTTP is the default protocol (the lean path); header names are matched lower-case.
+    assert gateway_settings(single, single.gateway).ext_authz == ExtAuthzSettings((("127.0.0.1", 9191),), 250, False, "http")
+    forwarded = config({"address": "127.0.0.1:9196", "forwardHeaders": ["X-Tenant"]})
+    assert gateway_settings(forwarded, forwarded.gateway).ext_authz == ExtAuthzSettings(
+        (("127.0.0.1", 9196),), 250, False, "http", ("x-tenant",)
+    )
     none = config(None)
     assert gateway_settings(none, none.gateway).ext_authz is None
 
@@ -139,3 +144,30 @@ def test_a_route_requirement_is_refused_or_enforced_as_written(case: str) -> Non
     extensions = per_route(route)["check_settings"]["context_extensions"]
     with pytest.raises(ForbiddenError):
         check_requirements(weaker_claims, extensions)
+
+
+def test_over_http_a_header_key_envoy_would_not_forward_quarantines_the_route() -> None:
+    from control_plane.model import Origin, parse_route_file
+    from control_plane.translator import RouteTranslator
+    from control_plane.translator.settings import GatewaySettings, RateLimitSettings
+
+    text = """
+apiVersion: gatehouse.io/v1alpha1
+kind: Route
+metadata: {name: orders, namespace: shop}
+spec:
+  match: {pathPrefix: /orders}
+  backends: [{service: orders, port: 8080}]
+  rateLimits: [{key: "header:x-tenant", limit: 5, window: 1s}]
+"""
+    routes, problems = parse_route_file(text, Origin("file", "orders.yaml"))
+    assert problems == []
+    http = ExtAuthzSettings((("127.0.0.1", 9196),), protocol="http")
+    translator = RouteTranslator(GatewaySettings(ext_authz=http, rate_limit=RateLimitSettings((("127.0.0.1", 8081),))))
+    translation = translator.translate(list(routes))
+    assert translation.model == ()
+    problem = translator.quarantined["shop/orders"]
+    assert "orders.yaml" in problem and "rateLimits[0].key: header:x-tenant" in problem and "extAuthz.forwardHeaders" in problem
+    forwarded = ExtAuthzSettings((("127.0.0.1", 9196),), protocol="http", forward_headers=("x-tenant",))
+    again = RouteTranslator(GatewaySettings(ext_authz=forwarded, rate_limit=RateLimitSettings((("127.0.0.1", 8081),))))
+    assert [r.id for r in again.translate(list(routes)).model] == ["shop/orders"]

@@ -7,9 +7,9 @@ method, path and headers. bench/authz_transports.py chose it: 27-33 µs of CPU p
 under uvloop, against 113-131 µs for aiohttp's low-level server and 211-234 µs for h11.
 
 A handler is a coroutine function ``(Request) -> bytes`` (a whole response, see
-``response``). It is started eagerly: when it finishes without waiting (a cached token,
-local rate-limit tokens), the answer is written in the same callback, with no task
-created. Requests on one connection are answered in order.
+``response``), run as a task of its own: redis-py's timeouts need one, and each check's
+log context stays its own. (Running it eagerly, without a task, until its first wait
+broke both.) Requests on one connection are answered in order.
 
 Limits: headers above ``max_header_bytes`` get 431 and the connection is closed; a
 connection idle for ``idle_timeout`` is closed; a handler that raises is answered 500
@@ -60,42 +60,6 @@ _BAD_REQUEST = response(400, (("connection", "close"),))
 _FAILED = response(500, (("content-type", "text/plain"),), b"the check failed\n")
 
 
-def run_eagerly(coro: Coroutine[Any, Any, bytes]) -> bytes | asyncio.Future[bytes]:
-    """Run ``coro`` until its first wait; its result if it never waits, else a task that
-    finishes it. Saves a task per check on the hot path (Python 3.11 has no eager tasks)."""
-    try:
-        waiting = coro.send(None)
-    except StopIteration as stop:
-        result: bytes = stop.value
-        return result
-    return asyncio.ensure_future(_finish(coro, waiting))
-
-
-async def _finish(coro: Coroutine[Any, Any, bytes], waiting: Any) -> bytes:
-    try:
-        while True:
-            if waiting is None:
-                await asyncio.sleep(0)  # a bare yield
-            else:
-                # What a Task does with a yielded future: clear the flag the coroutine's own
-                # await set, then wait for it here.
-                waiting._asyncio_future_blocking = False
-                try:
-                    await waiting  # the coroutine reads the outcome itself when resumed
-                except asyncio.CancelledError:
-                    raise
-                except BaseException:  # noqa: BLE001, S110 - delivered to the coroutine below
-                    pass
-            try:
-                waiting = coro.send(None)
-            except StopIteration as stop:
-                result: bytes = stop.value
-                return result
-    except asyncio.CancelledError:
-        coro.close()
-        raise
-
-
 class _Connection(asyncio.Protocol):
     __slots__ = (
         "_server", "_transport", "_parser", "_url", "_headers", "_header_bytes", "_name",
@@ -119,8 +83,7 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport subclass
         self._server.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -180,16 +143,11 @@ class _Connection(asyncio.Protocol):
     # -- answering --------------------------------------------------------------------
 
     def _dispatch(self, request: Request, keep_alive: bool) -> None:
-        try:
-            outcome = run_eagerly(self._server.handler(request))
-        except Exception:  # noqa: BLE001 - one failed check must not take the connection
-            log.exception("http1_handler_failed")
-            outcome = _FAILED
-        if isinstance(outcome, bytes):
-            self._reply(outcome, keep_alive)
-            return
         self._busy = True
-        outcome.add_done_callback(lambda done: self._finished(done, keep_alive))
+        loop = self._server.loop
+        assert loop is not None
+        task = loop.create_task(self._server.handler(request))
+        task.add_done_callback(lambda done: self._finished(done, keep_alive))
 
     def _finished(self, done: asyncio.Future[bytes], keep_alive: bool) -> None:
         self._busy = False
@@ -245,10 +203,11 @@ class Http1Server:
         self._reuse_port = reuse_port
         self._backlog = backlog
         self._server: asyncio.Server | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
                 lambda: _Connection(self), self.host, self.port, reuse_port=self._reuse_port, backlog=self._backlog

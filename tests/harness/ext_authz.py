@@ -19,9 +19,22 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ExtAuthzProcess:
-    def __init__(self, directory: Path, config: dict[str, Any], *, name: str = "ext-authz") -> None:
+    """``transport="http"`` also serves Envoy's HTTP protocol, with the route table from
+    a control plane (``use_control_plane`` before ``start``; ready once it has the table)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: dict[str, Any],
+        *,
+        name: str = "ext-authz",
+        transport: str = "grpc",
+        rate_limit: dict[str, Any] | None = None,
+    ) -> None:
         self.directory = directory
         self.name = name
+        self.transport = transport
+        self.http_port = free_port()
         self.port = free_port()
         self.admin_port = free_port()
         self.metrics_port = free_port()
@@ -36,6 +49,12 @@ class ExtAuthzProcess:
         }
         if "revocation" in full:
             full["admin"] = {"listen": f"127.0.0.1:{self.admin_port}", "credentialFile": f"{name}-admin-credential"}
+        if transport == "http":
+            xds = {"address": "127.0.0.1:1", "nodeId": name, "cluster": "ext-authz"}
+            full["http"] = {"listen": f"127.0.0.1:{self.http_port}", "routes": {"xds": xds}}
+            if rate_limit is not None:
+                full["http"]["rateLimit"] = rate_limit
+        self.config = full
         self.config_path = directory / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(full, sort_keys=False))
         self.process: ManagedProcess | None = None
@@ -43,6 +62,16 @@ class ExtAuthzProcess:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def check_address(self) -> str:
+        """Where Envoy sends checks: the HTTP port over HTTP, else the gRPC one."""
+        return f"127.0.0.1:{self.http_port}" if self.transport == "http" else self.address
+
+    def use_control_plane(self, xds_port: int) -> None:
+        if self.transport == "http":
+            self.config["http"]["routes"]["xds"]["address"] = f"127.0.0.1:{xds_port}"
+            self.config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
 
     def start(
         self, timeout: float = 30.0, *, launcher: Sequence[str] = (), env: Mapping[str, str] | None = None

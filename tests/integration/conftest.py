@@ -39,6 +39,18 @@ def protocol(request: pytest.FixtureRequest) -> str:
     return value
 
 
+@pytest.fixture(params=["http", "grpc"])
+def transport(request: pytest.FixtureRequest) -> str:
+    """Run an authorization test over Envoy's HTTP protocol (the default) and over gRPC."""
+    value: str = request.param
+    return value
+
+
+def ext_authz_entry(services: list[Any]) -> dict[str, Any]:
+    """The control plane's ``extAuthz`` block for these ExtAuthzProcesses."""
+    return {"address": [s.check_address for s in services], "protocol": services[0].transport}
+
+
 @pytest.fixture
 def redis(tmp_path: Path) -> Iterator[RedisServer]:
     """One redis-server (Debian's) on a free loopback port, for this test only."""

@@ -19,7 +19,7 @@ from tests.harness.http_client import wait_for
 from tests.harness.issuer import JwksServer, TestIssuer
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
-from tests.integration.conftest import StackFactory
+from tests.integration.conftest import StackFactory, ext_authz_entry
 
 ROUTES = [
     route_doc(
@@ -41,16 +41,19 @@ def issuer_config(issuer: TestIssuer, jwks: dict[str, Any]) -> dict[str, Any]:
 
 def authz_stack(
     make_stack: StackFactory, tmp_path: Path, issuer: TestIssuer, redis: RedisServer | None, *, instances: int = 1,
-    jwks: dict[str, Any] | None = None, policy: str = "closed",
+    jwks: dict[str, Any] | None = None, policy: str = "closed", transport: str = "http",
 ) -> tuple[GatewayStack, list[ExtAuthzProcess]]:
     jwks = jwks or {"jwksFile": str(issuer.write_jwks(tmp_path / "jwks.json"))}
     config: dict[str, Any] = {"issuers": [issuer_config(issuer, jwks)]}
     if redis is not None:
         config["revocation"] = {"redisUrl": redis.url, "onUnavailable": policy, "resyncInterval": "2s"}
-    services = [ExtAuthzProcess(tmp_path / "authz", config, name=f"ext-authz-{i}").start() for i in range(instances)]
-    stack = make_stack(control_plane_extra={"extAuthz": {"address": [s.address for s in services]}})
+    services = [ExtAuthzProcess(tmp_path / "authz", config, name=f"ext-authz-{i}", transport=transport) for i in range(instances)]
+    stack = make_stack(control_plane_extra={"extAuthz": ext_authz_entry(services)})
     stack.commit_routes({"routes.yaml": ROUTES})
     stack.start(wait_path="/public")
+    for service in services:  # over HTTP each needs the control plane's route table to be ready
+        service.use_control_plane(stack.control_plane.xds_port)
+        service.start()
     return stack, services
 
 
@@ -58,9 +61,9 @@ def bearer(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 
 
-def test_a_valid_token_reaches_the_upstream_with_identity_headers_and_bad_ones_do_not(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+def test_a_valid_token_reaches_the_upstream_with_identity_headers_and_bad_ones_do_not(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, transport: str) -> None:
     issuer = TestIssuer()
-    stack, services = authz_stack(make_stack, tmp_path, issuer, redis)
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, transport=transport)
     try:
         token = issuer.token("alice", scope="orders:read orders:write", role="clerk")
         reply = stack.get("/orders/1", headers=bearer(token))
@@ -95,9 +98,9 @@ def test_a_valid_token_reaches_the_upstream_with_identity_headers_and_bad_ones_d
 
 
 @pytest.mark.parametrize("path", ["/orders/1", "/public/x"])
-def test_client_sent_identity_headers_never_reach_the_upstream(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, path: str) -> None:
+def test_client_sent_identity_headers_never_reach_the_upstream(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, path: str, transport: str) -> None:
     issuer = TestIssuer()
-    stack, services = authz_stack(make_stack, tmp_path, issuer, redis)
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, transport=transport)
     try:
         token = issuer.token("alice", scope="orders:read")
         # Duplicated and oddly cased copies, sent raw so nothing merges them first.
@@ -122,9 +125,9 @@ def test_client_sent_identity_headers_never_reach_the_upstream(make_stack: Stack
             service.stop()
 
 
-def test_a_revoked_token_is_refused_within_a_second_on_two_instances(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+def test_a_revoked_token_is_refused_within_a_second_on_two_instances(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, transport: str) -> None:
     issuer = TestIssuer()
-    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, instances=2)
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, instances=2, transport=transport)
     try:
         jti = "revoke-me-1"
         token = issuer.token("alice", scope="orders:read", jti=jti)
@@ -152,16 +155,23 @@ def test_a_revoked_token_is_refused_within_a_second_on_two_instances(make_stack:
             service.stop()
 
 
-def test_redis_outage_fails_closed_and_recovers_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+def test_redis_outage_fails_closed_and_recovers_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, transport: str) -> None:
     issuer = TestIssuer()
-    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, policy="closed")
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, policy="closed", transport=transport)
     try:
         token = issuer.token("alice", scope="orders:read")
         assert stack.get("/orders/1", headers=bearer(token)).status == 200
         redis.kill()
         wait_for(lambda: stack.get("/orders/1", headers=bearer(token)).status == 503, 10, "503 while Redis is down")
         reply = stack.get("/orders/1", headers=bearer(token))
-        assert reply.json()["error"]["reason"] == "revocation_unavailable"
+        if transport == "grpc":
+            assert reply.json()["error"]["reason"] == "revocation_unavailable"
+        else:
+            # Envoy's HTTP client takes any 5xx from the service as the service failing:
+            # the client gets the gateway's own 503 (status_on_error); the reason is in
+            # the service's metrics, log and audit event.
+            assert reply.json()["error"]["code"] == "authorization_unavailable"
+            assert services[0].metric("gatehouse_authz_decisions_total", result="deny", reason="revocation_unavailable") >= 1
         assert stack.get("/public").status == 200, "public routes do not depend on Redis"
         redis.restart()
         wait_for(lambda: stack.get("/orders/1", headers=bearer(token)).status == 200, 15, "service back with Redis")
@@ -170,11 +180,11 @@ def test_redis_outage_fails_closed_and_recovers_without_restart(make_stack: Stac
             service.stop()
 
 
-def test_a_jwks_key_rotation_is_picked_up_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+def test_a_jwks_key_rotation_is_picked_up_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, transport: str) -> None:
     issuer = TestIssuer()
     jwks = JwksServer(issuer, max_age=3600).start()
     try:
-        stack, services = authz_stack(make_stack, tmp_path, issuer, redis, jwks={"jwksUrl": jwks.url, "jwks": {"unknownKidCooldown": "1s"}})
+        stack, services = authz_stack(make_stack, tmp_path, issuer, redis, jwks={"jwksUrl": jwks.url, "jwks": {"unknownKidCooldown": "1s"}}, transport=transport)
         try:
             assert stack.get("/orders/1", headers=bearer(issuer.token("alice", scope="orders:read"))).status == 200
             fetches = jwks.fetches
@@ -201,3 +211,29 @@ def _unknown_kid_token(issuer: TestIssuer, index: int) -> str:
         algorithm="RS256",
         headers={"kid": f"random-{index}"},
     )
+
+
+def test_a_client_cannot_choose_the_route_whose_rules_apply(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    """Over HTTP the route is named by x-gatehouse-route: a client's copy (any case, twice)
+    is removed, Envoy sets the matched route's own, and the upstream never sees it."""
+    issuer = TestIssuer()
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, transport="http")
+    try:
+        clerk = issuer.token("bob", role="clerk", scope="orders:read")
+        for forged in ("shop/orders", "default/orders", "default/public"):
+            conn = http.client.HTTPConnection("127.0.0.1", stack.listener_port, timeout=5)
+            conn.putrequest("GET", "/admin")
+            conn.putheader("Authorization", f"Bearer {clerk}")
+            conn.putheader("X-Gatehouse-Route", forged)  # the clerk would pass orders' rules
+            conn.putheader("x-gatehouse-route", forged)
+            conn.endheaders()
+            response = conn.getresponse()
+            body = json.loads(response.read())
+            conn.close()
+            assert response.status == 403 and body["error"]["reason"] == "role", (forged, body)
+        reply = stack.get("/admin", headers={**bearer(issuer.token("root", role="admin")), "x-gatehouse-route": "default/public"})
+        assert reply.status == 200
+        assert "x-gatehouse-route" not in reply.json()["headers"], "the route's name was for the check, not the upstream"
+    finally:
+        for service in services:
+            service.stop()

@@ -15,7 +15,7 @@ from tests.harness.issuer import TestIssuer
 from tests.harness.ratelimit import RateLimitServiceProcess
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
-from tests.integration.conftest import StackFactory
+from tests.integration.conftest import StackFactory, ext_authz_entry
 
 
 def limited(name: str, path: str, limits: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
@@ -37,20 +37,26 @@ class Stack:
 
 
 def start(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, routes: list[dict[str, Any]], *,
-          issuer: TestIssuer | None = None, extra: dict[str, Any] | None = None) -> Stack:
+          issuer: TestIssuer | None = None, extra: dict[str, Any] | None = None, transport: str = "http") -> Stack:
+    """With ``issuer``, ext_authz too: over HTTP it decides authenticated routes' limits
+    itself (on the same Redis), over gRPC ratelimit_svc does, in a second call."""
     ratelimit = RateLimitServiceProcess(tmp_path / "rl", redis_url=redis.url, extra=extra)
     authz = None
     control_plane: dict[str, Any] = {"rateLimit": {"address": ratelimit.address, "timeout": "200ms"}}
     if issuer is not None:
         jwks = str(issuer.write_jwks(tmp_path / "jwks.json"))
         authz = ExtAuthzProcess(
-            tmp_path / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]}
-        ).start()
-        control_plane["extAuthz"] = {"address": authz.address}
+            tmp_path / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]},
+            transport=transport, rate_limit={"redis": {"url": redis.url, "timeout": "200ms"}},
+        )
+        control_plane["extAuthz"] = ext_authz_entry([authz])
     gateway = make_stack(control_plane_extra=control_plane)
     gateway.commit_routes({"routes.yaml": routes})
     gateway.start()
     ratelimit.start(gateway.control_plane.xds_port)
+    if authz is not None:
+        authz.use_control_plane(gateway.control_plane.xds_port)
+        authz.start()
     return Stack(gateway, ratelimit, authz)
 
 
@@ -83,7 +89,7 @@ def test_over_the_limit_is_429_with_consistent_headers(make_stack: StackFactory,
         stack.stop()
 
 
-def test_two_limits_on_one_route_are_both_enforced(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+def test_two_limits_on_one_route_are_both_enforced(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, transport: str) -> None:
     issuer = TestIssuer()
     routes = [
         route_doc(
@@ -98,7 +104,7 @@ def test_two_limits_on_one_route_are_both_enforced(make_stack: StackFactory, tmp
             },
         )
     ]
-    stack = start(make_stack, tmp_path, redis, routes, issuer=issuer)
+    stack = start(make_stack, tmp_path, redis, routes, issuer=issuer, transport=transport)
     try:
         gw = stack.gateway
         alice = {"authorization": f"Bearer {issuer.token('alice')}"}
@@ -160,5 +166,41 @@ def test_redis_outage_under_load_follows_on_store_failure(make_stack: StackFacto
         fresh = [gw.get("/orders", headers={"x-probe": "p3"}) for _ in range(5)]
         assert [r.status for r in fresh] == [200, 200, 200, 200, 429], "the global limit of 4, not a fallback"
         assert [r.headers.get("x-ratelimit-limit") for r in fresh] == ["4"] * 5
+    finally:
+        stack.stop()
+
+
+def test_over_http_a_bad_token_is_401_counts_against_the_ip_and_moves_no_users_counter(
+    make_stack: StackFactory, tmp_path: Path, redis: RedisServer
+) -> None:
+    """One call decides token and limits: token guessing from one address is limited, and
+    a 401 spends no user's quota; the ratelimit filter is never called for the route."""
+    issuer = TestIssuer()
+    routes = [
+        route_doc(
+            "orders",
+            {
+                "match": {"pathPrefix": "/orders"},
+                "backends": [{"service": "svc-a", "port": 8080}],
+                "rateLimits": [
+                    {"key": "user", "algorithm": "fixedWindow", "limit": 2, "window": "30s"},
+                    {"key": "ip", "algorithm": "fixedWindow", "limit": 4, "window": "30s"},
+                ],
+            },
+        )
+    ]
+    stack = start(make_stack, tmp_path, redis, routes, issuer=issuer, transport="http")
+    try:
+        gw = stack.gateway
+        alice = {"authorization": f"Bearer {issuer.token('alice')}"}
+        first = gw.get("/orders", headers=alice)
+        assert first.status == 200 and (first.headers["x-ratelimit-limit"], first.headers["x-ratelimit-remaining"]) == ("2", "1")
+        guesses = [gw.get("/orders", headers={"authorization": "Bearer guess.guess.guess"}).status for _ in range(4)]
+        assert guesses == [401, 401, 401, 429], "the per-IP limit counts the guesses: 1 + 3 of 4, then 429"
+        # alice's own quota did not move: the limit that now denies her is the IP's.
+        denied = gw.get("/orders", headers=alice)
+        assert denied.status == 429 and denied.headers["x-ratelimit-limit"] == "4" and denied.headers["retry-after"]
+        assert denied.json()["error"]["code"] == "rate_limited"
+        assert stack.ratelimit.metric("gatehouse_ratelimit_hits_total") == 0, "Envoy never called ratelimit_svc"
     finally:
         stack.stop()

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from servicekit.http1_server import Http1Server, Request, response, run_eagerly
+from servicekit.http1_server import Http1Server, Request, response
 
 
 async def handler(request: Request) -> bytes:
@@ -96,25 +96,3 @@ async def test_two_servers_share_a_port() -> None:
             await Http1Server(f"127.0.0.1:{plain.getsockname()[1]}", handler).start()
     finally:
         plain.close()
-
-
-async def test_run_eagerly_returns_without_a_task_when_nothing_waits() -> None:
-    async def immediate() -> bytes:
-        return b"now"
-
-    async def waits() -> bytes:
-        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        asyncio.get_running_loop().call_later(0.01, future.set_result, b"later")
-        return await future
-
-    async def fails_later() -> bytes:
-        await asyncio.sleep(0)
-        raise ValueError("x")
-
-    assert run_eagerly(immediate()) == b"now"
-    later = run_eagerly(waits())
-    assert isinstance(later, asyncio.Future) and await later == b"later"
-    failing = run_eagerly(fails_later())
-    assert isinstance(failing, asyncio.Future)
-    with pytest.raises(ValueError):
-        await failing

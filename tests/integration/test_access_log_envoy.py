@@ -17,7 +17,7 @@ from tests.harness.issuer import TestIssuer
 from tests.harness.kafka import KafkaBroker
 from tests.harness.route_repo import route_doc
 from tests.harness.telemetry import TelemetryServiceProcess
-from tests.integration.conftest import StackFactory
+from tests.integration.conftest import StackFactory, ext_authz_entry
 
 pytestmark = pytest.mark.kafka
 
@@ -50,10 +50,11 @@ def start(make_stack: StackFactory, tmp_path: Path, broker: KafkaBroker, issuer:
     ).start()
     jwks = str(issuer.write_jwks(tmp_path / "jwks.json"))
     authz = ExtAuthzProcess(
-        tmp_path / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]}
-    ).start()
+        tmp_path / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]},
+        transport="http",
+    )
     gateway = make_stack(control_plane_extra={
-        "extAuthz": {"address": authz.address},
+        "extAuthz": ext_authz_entry([authz]),
         "accessLog": {"address": telemetry.address, "bufferSize": 0, "flushInterval": "100ms"},
     })
     gateway.commit_routes({"routes.yaml": [
@@ -62,6 +63,8 @@ def start(make_stack: StackFactory, tmp_path: Path, broker: KafkaBroker, issuer:
                            "auth": {"required": False}}),
     ]})
     gateway.start()
+    authz.use_control_plane(gateway.control_plane.xds_port)
+    authz.start()
     return Stack(gateway, telemetry, authz)
 
 

@@ -16,7 +16,7 @@ from tests.harness.http_client import wait_for
 from tests.harness.issuer import TestIssuer
 from tests.harness.kafka import KafkaBroker
 from tests.harness.route_repo import route_doc
-from tests.integration.conftest import StackFactory
+from tests.integration.conftest import StackFactory, ext_authz_entry
 
 pytestmark = pytest.mark.kafka
 
@@ -67,10 +67,12 @@ def test_denials_survive_a_kafka_outage_and_an_ext_authz_restart(
     authz = ExtAuthzProcess(tmp_path / "authz", {
         "issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}],
         "audit": audit_block(broker, tmp_path / "authz-spool"),
-    }).start()
-    gateway = make_stack(control_plane_extra={"extAuthz": {"address": authz.address}})
+    }, transport="http")
+    gateway = make_stack(control_plane_extra={"extAuthz": ext_authz_entry([authz])})
     gateway.commit_routes({"routes.yaml": routes()})
     gateway.start()
+    authz.use_control_plane(gateway.control_plane.xds_port)
+    authz.start()
     try:
         def deny(user: str) -> None:
             # A verified user without the scope: one audit event each (never summarised).

@@ -33,7 +33,7 @@ from tests.harness.ports import free_port
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 from tests.harness.telemetry import TelemetryServiceProcess
-from tests.integration.conftest import StackFactory
+from tests.integration.conftest import StackFactory, ext_authz_entry
 from tests.integration.test_authz import authz_stack, bearer
 from tests.integration.test_changes import route
 from tests.integration.test_ratelimit_envoy import limited, start
@@ -245,10 +245,10 @@ def test_telemetry_counts_access_events_sent_and_dropped_and_audit_events_spoole
         "issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": str(issuer.write_jwks(tmp_path / "jwks.json"))}],
         "audit": {"kafka": {"bootstrapServers": [unreachable], "requestTimeout": "1s", "retryBackoff": "200ms"},
                   "spoolDir": str(tmp_path / "authz-spool")},
-    }).start()
+    }, transport="http")
     try:
         gw = make_stack(control_plane_extra={
-            "extAuthz": {"address": authz.address},
+            "extAuthz": ext_authz_entry([authz]),
             "accessLog": {"address": telemetry.address, "bufferSize": 0, "flushInterval": "100ms"},
         })
         gw.commit_routes({"routes.yaml": [
@@ -257,6 +257,8 @@ def test_telemetry_counts_access_events_sent_and_dropped_and_audit_events_spoole
                                "auth": {"required": False}}),
         ]})
         gw.start(wait_path="/open/warm")
+        authz.use_control_plane(gw.control_plane.xds_port)
+        authz.start()
         # Envoy streams entries in order: once this one is written, the warm-up's are all in,
         # and the window below counts only the requests sent in it.
         assert gw.get("/open/sentinel", headers={"x-request-id": "scrape-sentinel"}).status == 200

@@ -49,7 +49,7 @@ def banner(stack: DevStack) -> str:
         "Gatehouse dev stack is up.",
         f"  gateway       {base}",
         f"  control plane http://127.0.0.1:{ports.admin}/status   (gatehouse status --admin http://127.0.0.1:{ports.admin})",
-        f"  ext_authz     127.0.0.1:{ports.ext_authz} (metrics http://127.0.0.1:{ports.ext_authz_metrics}/metrics)",
+        f"  ext_authz     127.0.0.1:{ports.ext_authz_http} (HTTP checks; gRPC on {ports.ext_authz}; metrics http://127.0.0.1:{ports.ext_authz_metrics}/metrics)",
         f"  ratelimit     127.0.0.1:{ports.ratelimit} (metrics http://127.0.0.1:{ports.ratelimit_metrics}/metrics)",
         f"  telemetry     127.0.0.1:{ports.telemetry} (metrics http://127.0.0.1:{ports.telemetry_metrics}/metrics)",
         f"  access log    {stack.access_log}   (one JSON event per request: tail -f it)",
@@ -108,6 +108,7 @@ def run_checks(stack: DevStack) -> list[str]:
         if got != check.status or (check.upstream is not None and _upstream_of(body) != check.upstream):
             failures.append(f"{check.path} ({check.what}): expected {check.status} {check.upstream or ''}, got {got} {_upstream_of(body) or ''}")
     failures += _check_rate_limit(stack)
+    failures += _check_one_call(stack, tokens[READ])
     failures += _check_access_log(stack)
     checkout = stack.repo / "routes" / "checkout.yaml"
     checkout.write_text(checkout.read_text().replace("weight: 90", "weight: 0").replace("weight: 10", "weight: 100"))
@@ -120,6 +121,15 @@ def run_checks(stack: DevStack) -> list[str]:
     else:
         failures.append("live route change: /api/v2/checkout did not move to order-service-v3 within 5s")
     return failures
+
+
+def _check_one_call(stack: DevStack, token: str) -> list[str]:
+    """An authenticated route's own limit comes back from the authorization call itself."""
+    status, headers, _ = http_get(stack.url("/api/v2/orders/42"), {"Authorization": f"Bearer {token}"})
+    lowered = {k.lower(): v for k, v in headers.items()}
+    if status != 200 or lowered.get("x-ratelimit-limit") != "100":
+        return [f"/api/v2/orders/42: expected 200 with X-RateLimit-Limit: 100 (token and limit in one call), got {status} {lowered.get('x-ratelimit-limit')}"]
+    return []
 
 
 def _check_rate_limit(stack: DevStack) -> list[str]:

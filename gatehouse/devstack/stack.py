@@ -53,6 +53,7 @@ class Ports:
     envoy_admin: int = field(default_factory=free_port)
     redis: int = field(default_factory=free_port)
     ext_authz: int = field(default_factory=free_port)
+    ext_authz_http: int = field(default_factory=free_port)
     ext_authz_admin: int = field(default_factory=free_port)
     ext_authz_metrics: int = field(default_factory=free_port)
     ratelimit: int = field(default_factory=free_port)
@@ -95,7 +96,8 @@ class DevStack:
             "xds": {"address": f"127.0.0.1:{ports.xds}"},
             "admin": {"address": f"127.0.0.1:{ports.admin}"},
             "gateway": {"listenerAddress": "127.0.0.1", "listenerPort": ports.listener},
-            "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz}"},
+            # The lean path: Envoy's HTTP ext_authz protocol, token and limits in one call.
+            "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz_http}", "protocol": "http"},
             "rateLimit": {"address": f"127.0.0.1:{ports.ratelimit}", "timeout": "100ms"},
             "accessLog": {"address": f"127.0.0.1:{ports.telemetry}", "flushInterval": "200ms"},
             "sources": {
@@ -111,6 +113,11 @@ class DevStack:
             "admin": {"listen": f"127.0.0.1:{ports.ext_authz_admin}", "credentialFile": str(self.admin_credential)},
             "issuers": [self.issuer.issuer_config()],
             "revocation": {"redisUrl": f"redis://127.0.0.1:{ports.redis}/0"},
+            "http": {
+                "listen": f"127.0.0.1:{ports.ext_authz_http}",
+                "routes": {"xds": {"address": f"127.0.0.1:{ports.xds}", "nodeId": "dev-ext-authz", "cluster": "ext-authz"}},
+                "rateLimit": {"redis": {"url": f"redis://127.0.0.1:{ports.redis}/0", "timeout": "50ms"}},
+            },
         }
         ratelimit = {
             "listen": f"127.0.0.1:{ports.ratelimit}",
@@ -156,14 +163,15 @@ class DevStack:
             )
             upstream.wait_until(partial(port_open, port), 15, f"{name} listening")
         redis.wait_until(lambda: port_open(ports.redis), 10, "redis listening")
-        authz = self._gatehouse("ext-authz", "--config", str(self.workdir / "ext-authz.yaml"), name="ext-authz")
-        authz.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.ext_authz_metrics}/readyz")[0] == 200, 30, "ext_authz ready")
         telemetry = self._gatehouse("telemetry", "--config", str(self.workdir / "telemetry.yaml"), name="telemetry")
         telemetry.wait_until(
             lambda: http_get(f"http://127.0.0.1:{ports.telemetry_metrics}/readyz")[0] == 200, 30, "telemetry ready"
         )
         plane = self._gatehouse("control-plane", "--config", str(self.workdir / "control-plane.yaml"), name="control-plane")
         plane.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.admin}/readyz")[0] == 200, 30, "control plane ready")
+        # After the control plane: over HTTP it is ready once it has the route table.
+        authz = self._gatehouse("ext-authz", "--config", str(self.workdir / "ext-authz.yaml"), name="ext-authz")
+        authz.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.ext_authz_metrics}/readyz")[0] == 200, 30, "ext_authz ready")
         ratelimit = self._gatehouse("ratelimit", "--config", str(self.workdir / "ratelimit.yaml"), name="ratelimit")
         ratelimit.wait_until(
             lambda: http_get(f"http://127.0.0.1:{ports.ratelimit_metrics}/readyz")[0] == 200, 30, "ratelimit ready"

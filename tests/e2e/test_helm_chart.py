@@ -467,7 +467,11 @@ def test_sidecars_render_only_when_enabled_on_localhost(tools: KubeTools, helm_h
     assert mounts["ext-authz"][AUDIT_SPOOL] == "ext-authz-audit-spool"
     assert AUDIT_SPOOL not in mounts["ratelimit"] and AUDIT_SPOOL not in mounts["telemetry"]
     cp_config = yaml.safe_load(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
-    assert (cp_config["extAuthz"]["address"], cp_config["rateLimit"]["address"]) == ("127.0.0.1:9001", "127.0.0.1:8081")
+    # The lean path by default: Envoy's HTTP check on the sidecar's HTTP port.
+    assert (cp_config["extAuthz"]["address"], cp_config["extAuthz"]["protocol"], cp_config["rateLimit"]["address"]) == (
+        "127.0.0.1:9006", "http", "127.0.0.1:8081"
+    )
+    assert authz_config["http"]["listen"] == "127.0.0.1:9006"
     assert cp_config["accessLog"]["address"] == "127.0.0.1:8083"
     # Nothing of ext_authz, ratelimit or telemetry while they are off (a Redis alone renders
     # none of them; Kafka alone only the control plane's audit block).
@@ -539,7 +543,15 @@ def test_rendered_ext_authz_config_loads_and_envoy_is_pointed_at_the_sidecar(
     cp_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
     cp_config = load_config(cp_file)
     assert cp_config.ext_authz is not None
-    assert (cp_config.ext_authz.address, cp_config.ext_authz.timeout, cp_config.ext_authz.fail_open) == ("127.0.0.1:9001", 400, False)
+    assert (cp_config.ext_authz.address, cp_config.ext_authz.timeout, cp_config.ext_authz.fail_open) == ("127.0.0.1:9006", 400, False)
+    assert cp_config.ext_authz.protocol == "http"
+    # Over HTTP the sidecar takes the routes' rules from the control plane's xDS Service.
+    assert config.http is not None and config.http.listen == "127.0.0.1:9006"
+    assert config.http.routes.xds.address == f"{CONTROL_PLANE}.{NAMESPACE}.svc.cluster.local:{cp_config.xds.address.rpartition(':')[2]}"
+    grpc_docs = objects(template(tools, helm_home, *values, "--set", "extAuthz.protocol=grpc"))
+    grpc_cp = tmp_path / "control-plane-grpc.yaml"
+    grpc_cp.write_text(find(grpc_docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    assert (load_config(grpc_cp).ext_authz.address, load_config(grpc_cp).ext_authz.protocol) == ("127.0.0.1:9001", "grpc")  # type: ignore[union-attr]
 
     # Only admin.from reaches the admin port; clients, probes and metrics reach theirs.
     policy = find(docs, "NetworkPolicy", GATEWAY)["spec"]
@@ -734,7 +746,7 @@ def test_rendered_audit_blocks_load_and_spool_on_emptydirs(tools: KubeTools, hel
         audit = config.audit
         assert audit is not None and audit.kafka is not None, component
         assert audit.kafka.bootstrap_servers == KAFKA_SERVERS
-        assert (audit.kafka.audit_topic, audit.kafka.client_id) == ("servicekit.audit", f"gatehouse-{component}")
+        assert (audit.kafka.audit_topic, audit.kafka.client_id) == ("gatehouse.audit", f"gatehouse-{component}")
         assert (audit.spool_max_bytes, audit.max_pending, audit.batch_size) == (1_048_576, 500, 20)
         # An absolute spoolDir (a relative one would land in the read-only ConfigMap
         # directory), on a writable emptyDir of exactly this container, twice maxBytes big.
@@ -1196,6 +1208,9 @@ def test_helm_install_with_ext_authz_then_the_sidecar_runs_with_what_the_chart_i
         install = api.helm(
             "install", AUTHZ_RELEASE, str(CHART), "--namespace", AUTHZ_NAMESPACE, "--create-namespace",
             "--set", f"extAuthz.enabled=true,extAuthz.admin.enabled=true,redis.url={redis.url}",
+            # The gRPC sidecar, checked over gRPC here (the HTTP one needs a control plane:
+            # the gateway-wide install test runs it).
+            "--set", "extAuthz.protocol=grpc",
             "--set", f"extAuthz.port={ports['grpc']},extAuthz.metricsPort={ports['metrics']},extAuthz.admin.port={ports['admin']}",
             "--set-json", f"extAuthz.issuers={json.dumps(issuers)}",
         )  # fmt: skip
@@ -1450,7 +1465,7 @@ def test_helm_install_with_telemetry_then_the_sidecar_runs_with_what_the_chart_i
         # With Kafka, the notes tell where audit events go and what an emptyDir spool means.
         upgrade = api.helm("upgrade", TM_RELEASE, str(CHART), "--namespace", TM_NAMESPACE, "--reuse-values", *WITH_KAFKA)
         assert "goes to Kafka" in upgrade.stdout and "gatehouse.access-log" in upgrade.stdout, upgrade.stdout
-        assert "Audit events of the control plane go to Kafka topic servicekit.audit" in upgrade.stdout, upgrade.stdout
+        assert "Audit events of the control plane go to Kafka topic gatehouse.audit" in upgrade.stdout, upgrade.stdout
         assert "NOT pod deletion" in upgrade.stdout, upgrade.stdout
         upgraded = json.loads(api.kubectl("get", "configmap", cp_name, "-n", TM_NAMESPACE, "-o", "json").stdout)
         assert yaml.safe_load(upgraded["data"]["control-plane.yaml"])["audit"]["kafka"]["bootstrapServers"] == KAFKA_SERVERS

@@ -1,5 +1,5 @@
 # The two commands the README opens with: `make dev` and `make test`.
-.PHONY: setup dev test typecheck unit integration bench
+.PHONY: setup dev test typecheck lint unit integration bench
 
 setup:
 	@scripts/setup
@@ -10,7 +10,10 @@ dev: setup
 typecheck: setup
 	.venv/bin/mypy
 
-test: setup typecheck
+lint: setup
+	.venv/bin/ruff check .
+
+test: setup typecheck lint
 	.venv/bin/pytest -q
 
 unit: setup

@@ -195,7 +195,7 @@ class KafkaAuditSink:
                 await self._step()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # never let the task die: a dead task would spool forever
+            except Exception as exc:  # never let the task die: a dead task would spool forever  # noqa: BLE001 - see the comment
                 log.error("audit_sink_error", error=repr(exc))
                 if self._inflight:  # back to the head of the queue, in order
                     self._pending.extendleft(reversed(self._inflight))
@@ -263,7 +263,7 @@ class KafkaAuditSink:
             await asyncio.wait_for(asyncio.gather(*futures), self._ack_timeout)
         except asyncio.CancelledError:
             raise
-        except (Exception, asyncio.TimeoutError) as exc:
+        except (Exception, asyncio.TimeoutError) as exc:  # noqa: BLE001 - any producer failure spools the batch
             kafka_error("audit", exc)
             log.warning("audit_send_failed", events=len(records), error=repr(exc))
             await self._discard_producer()
@@ -279,7 +279,7 @@ class KafkaAuditSink:
         except asyncio.CancelledError:
             await stop_quietly(producer, self._ack_timeout)
             raise
-        except (Exception, asyncio.TimeoutError) as exc:
+        except (Exception, asyncio.TimeoutError) as exc:  # noqa: BLE001 - any producer failure means Kafka is unavailable
             kafka_error("audit", exc)
             log.warning("kafka_unavailable", sink="audit", error=repr(exc))
             await stop_quietly(producer, self._ack_timeout)

@@ -105,5 +105,5 @@ async def stop_quietly(producer: Producer, timeout: float) -> None:
     """Stop a producer we are discarding, bounded in time and never raising."""
     try:
         await asyncio.wait_for(producer.stop(), timeout)
-    except (Exception, asyncio.TimeoutError):
+    except (Exception, asyncio.TimeoutError):  # noqa: BLE001, S110 - stopping a producer we are discarding
         pass

@@ -45,7 +45,7 @@ class AccessLogService(als_pb2_grpc.AccessLogServiceServicer):  # type: ignore[m
                         break
                     try:
                         event = encode_access_event(entry)
-                    except Exception as exc:  # a malformed entry costs one event, never the stream
+                    except Exception as exc:  # a malformed entry costs one event, never the stream  # noqa: BLE001 - see the comment
                         invalid.inc()
                         log.warning("access_entry_invalid", error=repr(exc))
                         continue

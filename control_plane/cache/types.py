@@ -47,7 +47,7 @@ CLUSTER_URL = f"{_PREFIX}.cluster.v3.Cluster"
 ENDPOINT_URL = f"{_PREFIX}.endpoint.v3.ClusterLoadAssignment"
 LISTENER_URL = f"{_PREFIX}.listener.v3.Listener"
 ROUTE_URL = f"{_PREFIX}.route.v3.RouteConfiguration"
-SECRET_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"
+SECRET_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"  # noqa: S105 - a type URL, not a secret
 RATELIMIT_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_name}"
 
 _URLS = {

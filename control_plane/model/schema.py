@@ -10,7 +10,7 @@ import ipaddress
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from servicekit.durations import Duration, Millis, Rate, human_duration_ms
 from servicekit.model import Model
@@ -595,12 +595,12 @@ class RouteSpec(Model):
         timeouts = self.timeouts
         request = timeouts.request if timeouts.request is not None else REQUEST_TIMEOUT_MS
         retried = self.retries is not None and self.retries.attempts > 0
-        if retried and timeouts.per_try is None and request > PER_TRY_TIMEOUT_MS and timeouts.connect is not None:
-            if timeouts.connect >= PER_TRY_TIMEOUT_MS:
-                raise ValueError(
-                    f"timeouts: connect ({human_duration_ms(timeouts.connect)}) must be less than perTry "
-                    f"({human_duration_ms(PER_TRY_TIMEOUT_MS)}, the default with retries); set timeouts.perTry"
-                )
+        default_per_try = retried and timeouts.per_try is None and request > PER_TRY_TIMEOUT_MS
+        if default_per_try and timeouts.connect is not None and timeouts.connect >= PER_TRY_TIMEOUT_MS:
+            raise ValueError(
+                f"timeouts: connect ({human_duration_ms(timeouts.connect)}) must be less than perTry "
+                f"({human_duration_ms(PER_TRY_TIMEOUT_MS)}, the default with retries); set timeouts.perTry"
+            )
         return self
 
 

@@ -27,7 +27,7 @@ from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.settings import TlsSettings as TlsSettings
 
 DOWNSTREAM_TLS_TYPE = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
-SECRET_NAME = "gatehouse-tls"
+SECRET_NAME = "gatehouse-tls"  # noqa: S105 - the SDS secret's name, not a secret
 TLS_TRANSPORT_SOCKET = "envoy.transport_sockets.tls"
 HSTS_FILTER = "gatehouse.hsts"
 HSTS_HEADER = "strict-transport-security"

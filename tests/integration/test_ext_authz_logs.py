@@ -109,7 +109,7 @@ def test_denial_log_lines_carry_the_request_id_and_no_token_or_claim(
     lines = json_lines(service)
     for request_id, line in denial_lines().items():
         assert line["reason"] == expected[request_id], line
-        assert LOG_KEYS <= set(line), line
+        assert set(line) >= LOG_KEYS, line
         assert line["details"]["route"] == "shop/orders"
     assert (denial_lines()["req-revoked"]["subject"], denial_lines()["req-revoked"]["jti"]) == (subjects["revokee"], revoked_jti)
     for request_id in ("req-forged", "req-expired", "req-none"):

@@ -68,13 +68,13 @@ def test_the_services_register_the_protos_names() -> None:
         REVOCATION_ADMIN: admin.SERVICE_NAME,
     }
     assert {spelled: name for spelled, name in registered.items() if spelled != name} == {}
-    assert ADS == ads_pb2.DESCRIPTOR.services_by_name["AggregatedDiscoveryService"].full_name
-    assert AUTHORIZATION == external_auth_pb2.DESCRIPTOR.services_by_name["Authorization"].full_name
-    assert RATELIMIT == rls_pb2.DESCRIPTOR.services_by_name["RateLimitService"].full_name
-    assert ACCESS_LOG == als_pb2.DESCRIPTOR.services_by_name["AccessLogService"].full_name
-    assert REVOCATION_ADMIN == revocation_pb2.DESCRIPTOR.services_by_name["RevocationAdmin"].full_name
-    assert HEALTH == health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
-    assert REFLECTION == reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name
+    assert ads_pb2.DESCRIPTOR.services_by_name["AggregatedDiscoveryService"].full_name == ADS
+    assert external_auth_pb2.DESCRIPTOR.services_by_name["Authorization"].full_name == AUTHORIZATION
+    assert rls_pb2.DESCRIPTOR.services_by_name["RateLimitService"].full_name == RATELIMIT
+    assert als_pb2.DESCRIPTOR.services_by_name["AccessLogService"].full_name == ACCESS_LOG
+    assert revocation_pb2.DESCRIPTOR.services_by_name["RevocationAdmin"].full_name == REVOCATION_ADMIN
+    assert health_pb2.DESCRIPTOR.services_by_name["Health"].full_name == HEALTH
+    assert reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"].full_name == REFLECTION
 
 
 # --- clients ------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from limiter.keys import counter_key, reservation_key
 from limiter.local import LocalStore
 from limiter.model import Algorithm, Mode, StoreFailure
 from limiter.redis_store import RedisClient, RedisStore, connect
-from limiter.scripts import source
 from tests.harness.redis import RedisServer
 
 pytestmark = pytest.mark.redis

@@ -23,7 +23,6 @@ from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 from prometheus_client import REGISTRY
 
 from servicekit.audit import AuditEvent
-from servicekit.audit_kafka import KafkaAuditSink
 from telemetry.config import TelemetryConfig
 from servicekit.audit_output import kafka_audit_sink
 from telemetry.runtime import TelemetryProcess

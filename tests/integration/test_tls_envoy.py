@@ -83,9 +83,8 @@ def test_alpn_offers_h2(tls_stack: tuple[GatewayStack, Path]) -> None:
     stack, cert = tls_stack
     context = client_context(cert, minimum=ssl.TLSVersion.TLSv1_2, maximum=ssl.TLSVersion.TLSv1_3)
     context.set_alpn_protocols(["h2", "http/1.1"])
-    with socket.create_connection(("127.0.0.1", stack.listener_port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname="localhost") as tls:
-            assert tls.selected_alpn_protocol() == "h2"
+    with socket.create_connection(("127.0.0.1", stack.listener_port), timeout=5) as raw, context.wrap_socket(raw, server_hostname="localhost") as tls:
+        assert tls.selected_alpn_protocol() == "h2"
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
@@ -113,9 +112,8 @@ def presented_certificate(port: int) -> bytes:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
-        with context.wrap_socket(raw, server_hostname="localhost") as tls:
-            der = tls.getpeercert(binary_form=True)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, context.wrap_socket(raw, server_hostname="localhost") as tls:
+        der = tls.getpeercert(binary_form=True)
     assert der is not None
     return der
 

@@ -84,7 +84,7 @@ class ResourceWatch:
         if response is not None:
             try:
                 response.shutdown()
-            except Exception:  # noqa: BLE001 - already closed is fine
+            except Exception:  # noqa: BLE001, S110 - already closed is fine
                 pass
 
     # -- thread ----------------------------------------------------------------------

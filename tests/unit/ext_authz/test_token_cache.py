@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import jwt
 import pytest
 
 from ext_authz.errors import TokenError, UnavailableError

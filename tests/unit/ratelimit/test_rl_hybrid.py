@@ -248,7 +248,7 @@ async def test_calls_per_decision_at_a_steady_rate() -> None:
     decisions = 0
     for step in range(8000):  # 8000 hits over 40 s, round robin: well under the limit
         clock.advance(5)
-        assert (await fleet[step % 4].hit(s, f"k")).allowed
+        assert (await fleet[step % 4].hit(s, "k")).allowed
         decisions += 1
     ratio = backend.reserves / decisions
     assert ratio <= 0.05

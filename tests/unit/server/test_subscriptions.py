@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping
 
-import pytest
 
 from control_plane.cache import Resource, ResourceType, Snapshot, set_version
 from control_plane.server.subscriptions import Inflight, Plan, StreamState

@@ -1,6 +1,6 @@
 """Every generated config passes `envoy --mode validate` (a real Envoy, no mocks).
 
-For each translator golden case (tests/unit/translator/testdata/in, with its gateway
+For each translator golden case (tests/unit/control_plane/translator/testdata/in, with its gateway
 settings), the translation becomes one STATIC bootstrap: the listener's HCM gets the
 RouteConfiguration inline instead of `rds`, and each EDS cluster becomes `type: STATIC`
 with the case's ClusterLoadAssignment (or one 127.0.0.1:1 endpoint when the case has
@@ -30,9 +30,9 @@ from control_plane.sources.static_endpoints import StaticEndpointTable, parse_en
 from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from tests.harness.envoy import envoy_binary, validate_config, write_bootstrap
-from tests.unit.translator.golden import CaseResult, case_names, translate_case
-from tests.unit.translator.test_tls import write_self_signed
-from tests.unit.translator.route_generator import route_documents
+from tests.unit.control_plane.translator.golden import CaseResult, case_names, translate_case
+from tests.unit.control_plane.translator.test_tls import write_self_signed
+from tests.unit.control_plane.translator.route_generator import route_documents
 
 pytestmark = pytest.mark.envoy
 

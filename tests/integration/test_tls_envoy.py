@@ -18,7 +18,7 @@ from tests.harness.gateway import GatewayStack
 from tests.harness.route_repo import route_doc
 from tests.harness.http_client import wait_for
 from tests.integration.conftest import StackFactory
-from tests.unit.translator.test_tls import write_self_signed
+from tests.unit.control_plane.translator.test_tls import write_self_signed
 
 pytestmark = pytest.mark.envoy
 

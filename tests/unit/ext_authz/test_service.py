@@ -35,7 +35,7 @@ from ext_authz.tokens import TokenVerifier
 from servicekit.audit import AUTHZ_DENIED, AuditEvent, MemoryAuditSink
 from tests.harness.ports import free_port
 from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, ec_key, issuer, rsa_key
-from tests.unit.revocation.fake_store import FakeStore
+from tests.unit.ext_authz.revocation.fake_store import FakeStore
 
 AttributeContext = attribute_context_pb2.AttributeContext
 

@@ -9,7 +9,7 @@ import pytest
 from limiter import algorithms as alg
 from limiter.model import Algorithm, LimitSpec
 
-from tests.unit.ratelimit.specs import spec
+from tests.unit.limiter.specs import spec
 
 MINUTE = 60_000
 T0 = 1_000_000 * MINUTE  # a window boundary (for 60 s windows)

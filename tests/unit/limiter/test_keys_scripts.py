@@ -7,7 +7,7 @@ from pathlib import Path
 
 from limiter import keys, scripts
 
-from tests.unit.ratelimit.specs import spec
+from tests.unit.limiter.specs import spec
 
 LUA = Path(scripts.__file__).parent / "lua"
 

@@ -19,8 +19,8 @@ from control_plane.translator.identity_headers import HEADER_MUTATION_FILTER
 from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER
 from control_plane.translator.response_headers import RESPONSE_HEADERS_FILTER
 from ext_authz.config import IDENTITY_HEADERS as SERVICE_IDENTITY_HEADERS
-from tests.unit.translator.envoy_data import clusters_by_name, entries_by_route, filter_config, filter_names
-from tests.unit.translator.golden import IN_DIR
+from tests.unit.control_plane.translator.envoy_data import clusters_by_name, entries_by_route, filter_config, filter_names
+from tests.unit.control_plane.translator.golden import IN_DIR
 
 ROUTER_FILTER = "envoy.filters.http.router"
 ADDRESSES = (("127.0.0.1", 9191), ("authz.internal", 9292), ("10.0.0.7", 9393))

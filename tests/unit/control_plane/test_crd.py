@@ -10,7 +10,7 @@ import yaml
 from control_plane.model.schema import RouteSpec
 from gatehouse.commands.crd import render_crd
 
-CHART_CRD = Path(__file__).resolve().parents[2] / "charts" / "gatehouse" / "crds" / "routes.gatehouse.io.yaml"
+CHART_CRD = Path(__file__).resolve().parents[3] / "charts" / "gatehouse" / "crds" / "routes.gatehouse.io.yaml"
 
 
 def test_the_chart_crd_is_what_the_schema_generates() -> None:

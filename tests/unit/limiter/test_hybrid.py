@@ -17,7 +17,7 @@ from limiter.hybrid import HybridSettings, HybridStore
 from limiter.local import LocalStore
 from limiter.model import Algorithm, LimitSpec
 
-from tests.unit.ratelimit.specs import FakeClock, spec
+from tests.unit.limiter.specs import FakeClock, spec
 
 
 class CountingBackend:

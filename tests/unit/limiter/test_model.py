@@ -9,7 +9,7 @@ import pytest
 import limiter
 from limiter.model import Decision, LimitSpec, LimitSpecError, local_share
 
-from tests.unit.ratelimit.specs import spec
+from tests.unit.limiter.specs import spec
 
 
 @pytest.mark.parametrize(

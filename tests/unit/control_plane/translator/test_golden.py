@@ -1,6 +1,6 @@
 """Translator golden files: what each input route set becomes in Envoy, reviewed as YAML diffs.
 
-    .venv/bin/pytest tests/unit/translator/test_golden.py --update-golden
+    .venv/bin/pytest tests/unit/control_plane/translator/test_golden.py --update-golden
 
 rewrites `testdata/out/` from the current output and deletes expected files that no
 input produces any more. Without the flag, any difference fails with a unified diff.
@@ -17,7 +17,7 @@ import pytest
 from servicekit.errors import ConfigError
 from control_plane.translator import GatewaySettings
 from control_plane.translator.settings import ExtAuthzSettings, TlsSettings
-from tests.unit.translator.golden import (
+from tests.unit.control_plane.translator.golden import (
     KINDS,
     OUT_DIR,
     case_names,
@@ -29,7 +29,7 @@ from tests.unit.translator.golden import (
 )
 
 CASES = case_names()
-UPDATE_HINT = "if the change is intended, run: .venv/bin/pytest tests/unit/translator/test_golden.py --update-golden"
+UPDATE_HINT = "if the change is intended, run: .venv/bin/pytest tests/unit/control_plane/translator/test_golden.py --update-golden"
 
 
 def updating(request: pytest.FixtureRequest) -> bool:

@@ -9,7 +9,7 @@ from control_plane.model import Origin, Route, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.virtual_hosts import vhost_name
-from tests.unit.translator.route_generator import route_documents
+from tests.unit.control_plane.translator.route_generator import route_documents
 
 
 def parse(documents: list[dict[str, object]]) -> list[Route]:

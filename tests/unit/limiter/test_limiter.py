@@ -14,7 +14,7 @@ from limiter.errors import StoreTimeout
 from limiter.model import LimitSpec
 
 from tests.harness.ports import free_port
-from tests.unit.ratelimit.specs import spec
+from tests.unit.limiter.specs import spec
 
 
 def sample(name: str, limit: LimitSpec, **labels: str) -> float:

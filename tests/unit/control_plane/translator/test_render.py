@@ -15,12 +15,12 @@ import yaml
 
 from control_plane.render import MAP_FIELDS, canonical, resource_data, to_yaml
 from gatehouse.cli import main
-from tests.unit.translator.golden import IN_DIR, expected_path, translate_case
+from tests.unit.control_plane.translator.golden import IN_DIR, expected_path, translate_case
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 RENDER_ONE = """
 from control_plane.render import resource_data, to_yaml
-from tests.unit.translator.golden import translate_case
+from tests.unit.control_plane.translator.golden import translate_case
 print(to_yaml(resource_data(translate_case("disabled").translation.routes[0])))
 """
 

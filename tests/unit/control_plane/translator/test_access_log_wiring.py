@@ -14,8 +14,8 @@ from control_plane.model import Origin, parse_route_file
 from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.access_log import ACCESS_LOG_CLUSTER, AccessLogSettings
-from tests.unit.translator.envoy_data import clusters_by_name, hcm
-from tests.unit.translator.golden import IN_DIR
+from tests.unit.control_plane.translator.envoy_data import clusters_by_name, hcm
+from tests.unit.control_plane.translator.golden import IN_DIR
 
 
 def test_no_access_log_without_the_setting() -> None:

@@ -17,7 +17,7 @@ from limiter.model import LimitSpec
 from ratelimit_svc.service import DOMAIN, PolicyTable, RateLimitService
 
 from tests.harness.ports import free_port
-from tests.unit.ratelimit.specs import spec
+from tests.unit.limiter.specs import spec
 
 OK = rls_pb2.RateLimitResponse.OK
 OVER = rls_pb2.RateLimitResponse.OVER_LIMIT

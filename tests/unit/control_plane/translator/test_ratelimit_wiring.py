@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from control_plane.model import Origin, parse_route_file
 from control_plane.translator import GatewaySettings, RouteTranslator, Translation
-from tests.unit.translator.envoy_data import entries_by_route
-from tests.unit.translator.golden import IN_DIR
+from tests.unit.control_plane.translator.envoy_data import entries_by_route
+from tests.unit.control_plane.translator.golden import IN_DIR
 
 
 def translate(settings: GatewaySettings) -> Translation:

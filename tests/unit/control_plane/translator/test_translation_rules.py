@@ -10,7 +10,7 @@ from control_plane.model import Origin, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.virtual_hosts import vhost_name
-from tests.unit.translator.golden import translate_case
+from tests.unit.control_plane.translator.golden import translate_case
 
 IDEMPOTENT = "GET|HEAD|OPTIONS|PUT|DELETE"
 

@@ -14,7 +14,7 @@ from control_plane.translator import ClusterRef, GatewaySettings, RouteTranslato
 from control_plane.translator.clusters import cluster_stat_name
 from control_plane.translator.route_entries import route_stat_prefix
 from control_plane.translator.virtual_hosts import vhost_name
-from tests.unit.translator.test_route_shields import route
+from tests.unit.control_plane.translator.test_route_shields import route
 
 # What Envoy's default tag extractors accept as one tag value (no '.', and [\w-] for vhosts).
 ONE_SEGMENT = re.compile(r"^[^.]+$")

@@ -11,7 +11,7 @@ from control_plane.model import Origin, Route, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.coverage import unenforced
-from tests.unit.translator.golden import translate_case
+from tests.unit.control_plane.translator.golden import translate_case
 
 
 def doc(name: str, spec: dict[str, Any], namespace: str = "shop") -> dict[str, Any]:

@@ -16,7 +16,7 @@ from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.local_replies import GATEWAY_ERRORS, REQUEST_ID
 from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER, BODY_SIZE_LIMIT_TYPE
 from control_plane.translator.response_headers import RESPONSE_HEADERS_FILTER
-from tests.unit.translator import envoy_data
+from tests.unit.control_plane.translator import envoy_data
 
 ROUTER = "envoy.filters.http.router"
 # What ext_authz answers with (401/403 denials, 503 when it cannot decide): its own JSON bodies.

@@ -23,7 +23,7 @@ from control_plane.server.sotw import SotwStream
 from control_plane.sources.static_endpoints import parse_endpoints
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from servicekit.audit import CONFIG_NACKED, MemoryAuditSink
-from tests.unit.server.fake_envoy import ENVOY_TYPES, FakeEnvoy, ProtocolViolation, route_clusters, snapshot_versions
+from tests.unit.control_plane.server.fake_envoy import ENVOY_TYPES, FakeEnvoy, ProtocolViolation, route_clusters, snapshot_versions
 
 CDS, EDS, LDS, RDS = ResourceType.CLUSTER, ResourceType.ENDPOINT, ResourceType.LISTENER, ResourceType.ROUTE
 ORDERS, PAYMENTS, INVENTORY = "shop/orders:8080", "shop/payments:8080", "shop/inventory:8080"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from limiter.local import LocalStore
 
-from tests.unit.ratelimit.specs import FakeClock, spec
+from tests.unit.limiter.specs import FakeClock, spec
 
 
 async def burst(store: LocalStore, s: object, key: str, n: int) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import unittest.mock
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ def render(overload: OverloadSettings | None) -> dict[str, Any]:
 
 def cli(*args: str) -> dict[str, Any]:
     out = io.StringIO()
-    with redirect_stdout(out):
+    # main() configures structlog for the process with cached loggers: after it, other
+    # tests' capture_logs would see nothing. The command itself logs nothing here.
+    with redirect_stdout(out), unittest.mock.patch("gatehouse.cli.configure_logging"):
         assert main(["bootstrap", *args]) == 0
     data: dict[str, Any] = yaml.safe_load(out.getvalue())
     return data

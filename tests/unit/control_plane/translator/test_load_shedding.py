@@ -19,7 +19,7 @@ from control_plane.translator.clusters import ClusterPolicy, cluster
 from control_plane.translator.listeners import http_filters
 from control_plane.translator.load_shedding import SHED_FILTER, SheddingSettings
 from control_plane.translator.route_entries import route_entries
-from tests.unit.translator.test_route_shields import route
+from tests.unit.control_plane.translator.test_route_shields import route
 
 SHEDDING = GatewaySettings(shedding=SheddingSettings(latency_target_ms=200, max_concurrency=500))
 

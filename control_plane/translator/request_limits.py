@@ -4,16 +4,14 @@ Headers: the HCM's ``max_request_headers_kb`` (Envoy answers 431). Body:
 ``envoy.filters.http.body_size_limit`` (Envoy 1.40), which checks ``content-length`` up
 front and counts streamed bytes, answering 413, *without* buffering the request the way
 the ``buffer`` filter does. xds-protos (1.85) trails Envoy's API and lacks this filter's
-message, so its descriptor is registered here, exactly as Envoy 1.40 defines it (one
-``UInt64Value max_request_bytes = 1``), unless xds-protos provides it.
+message, so ``protos/envoy/.../body_size_limit.proto`` (Envoy's definition, compiled by
+scripts/gen-protos) registers it, unless xds-protos provides it.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
-
-from google.protobuf import descriptor_pb2, descriptor_pool, wrappers_pb2
 
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
@@ -24,35 +22,12 @@ BODY_SIZE_LIMIT_TYPE = f"type.googleapis.com/{BODY_SIZE_LIMIT_PACKAGE}.BodySizeL
 
 
 def register_body_size_limit() -> None:
-    """Make ``BodySizeLimit`` known to the default descriptor pool (for ``@type`` in typed_config)."""
-    pool = descriptor_pool.Default()
-    try:
-        pool.FindMessageTypeByName(f"{BODY_SIZE_LIMIT_PACKAGE}.BodySizeLimit")
-        return
-    except KeyError:
-        pass
+    """Make ``BodySizeLimit`` known to the default descriptor pool (for ``@type`` in typed_config):
+    xds-protos' module if it has one, else ours (importing both would register it twice)."""
     try:
         importlib.import_module(f"{BODY_SIZE_LIMIT_PACKAGE}.body_size_limit_pb2")
-        return
     except ImportError:
-        pass
-    wrappers_file = wrappers_pb2.DESCRIPTOR.name
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="envoy/extensions/filters/http/body_size_limit/v3/body_size_limit.proto",
-        package=BODY_SIZE_LIMIT_PACKAGE,
-        syntax="proto3",
-        dependency=[wrappers_file],
-    )
-    message = proto.message_type.add(name="BodySizeLimit")
-    message.field.add(
-        name="max_request_bytes",
-        json_name="maxRequestBytes",
-        number=1,
-        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
-        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
-        type_name=".google.protobuf.UInt64Value",
-    )
-    pool.Add(proto)
+        importlib.import_module(f"servicekit.protos.{BODY_SIZE_LIMIT_PACKAGE}.body_size_limit_pb2")
 
 
 register_body_size_limit()

@@ -1,6 +1,6 @@
 """One issuer's signing keys: asymmetric only, fetched asynchronously, never wiped by a failure.
 
-PyJWT's ``PyJWKClient`` does not fit an asyncio server (DESIGN.md, "Known pitfalls"): it
+PyJWT's ``PyJWKClient`` does not fit an asyncio server (docs/architecture.md, "Known pitfalls"): it
 fetches with blocking urllib, refetches on every unknown ``kid``, and a failed fetch drops
 the good keys (pyjwt#1162). Here:
 

@@ -1,7 +1,7 @@
 """Route custom resources → validated Routes, one quarantine per object.
 
 A bad object never takes others down: it gets ``Accepted=False`` with the reason, and if
-an earlier version of it was good, that version keeps serving (what DESIGN.md calls
+an earlier version of it was good, that version keeps serving (what docs/architecture.md calls
 keeping the last good state of each source object). Deleting the object removes it.
 """
 

@@ -1,4 +1,4 @@
-"""Most specific first, deterministically (DESIGN.md "The route model", docs/routes.md "Ordering").
+"""Most specific first, deterministically (docs/routes.md "Ordering").
 
 exact > template (more literal segments, then without `/**`, then more segments) > regex
 > prefix (longer first; `/a/**` counts as the prefix `/a/`); then more conditions (a

@@ -49,9 +49,7 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,11 +65,12 @@ from tests.harness.route_repo import route_doc  # noqa: E402
 from tests.harness.telemetry import TelemetryServiceProcess  # noqa: E402
 from bench.proc_stats import children_cpu_seconds, cpu_seconds, machine_busy_seconds  # noqa: E402
 from bench.machine import command_output, describe  # noqa: E402
+from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
+from bench.report import command_line, print_report, work_directory  # noqa: E402
 
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
 TOPIC = "gateway-access-log"
-WRK_MARK = "WRKJSON "
 ENVOY_ALS_PREFIX = "access_logs.grpc_access_log."
 TELEMETRY_COUNTERS = {
     "received": "gatehouse_telemetry_access_received_total",
@@ -83,21 +82,6 @@ TELEMETRY_COUNTERS = {
 
 def progress(message: str) -> None:
     print(f"[accesslog {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# -- wrk --------------------------------------------------------------------------------
-
-_LUA_DONE = r"""
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '%s{"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,' ..
-    '"lat_min":%d,"lat_mean":%.1f,"lat_stdev":%.1f,"lat_max":%d,"p50":%d,"p90":%d,"p99":%d,"p999":%d}\n',
-    "WRKJSON ", summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
-    latency.min, latency.mean, latency.stdev, latency.max,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
-end
-"""
 
 
 # -- process readings -------------------------------------------------------------------
@@ -390,7 +374,7 @@ class Bench:
         self.stacks: dict[bool, GatewayStack] = {}
         self.offsets: TopicOffsets | None = None
         self.report_lua = workdir / "report.lua"
-        self.report_lua.write_text(_LUA_DONE)
+        self.report_lua.write_text(LUA_DONE)
 
     # setup / teardown
 
@@ -482,23 +466,7 @@ class Bench:
         url = f"http://127.0.0.1:{stack.listener_port}{scenario.path}"
         argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s",
                 "--timeout", "5s", "--latency", "-s", str(self.report_lua), url]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
-        (self.workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
-        line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
-        if result.returncode != 0 or line is None:
-            raise RuntimeError(f"wrk failed ({result.returncode}): {(result.stdout + result.stderr)[-2000:]}")
-        raw = json.loads(line[len(WRK_MARK):])
-        seconds = raw["duration_us"] / 1e6
-        return {
-            "requests": raw["requests"],
-            "duration_s": round(seconds, 3),
-            "rps": round(raw["requests"] / seconds, 1),
-            "latency_ms": {k: round(raw[src] / 1000, 3) for k, src in
-                           (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"), ("stdev", "lat_stdev"))},
-            "status_errors": raw["status"],
-            "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
-            "command": " ".join(argv).replace(str(self.workdir), "$WORKDIR"),
-        }
+        return run_wrk(argv, duration, self.workdir, log_name)
 
     def outage(self, duration: int) -> dict[str, Any]:
         """Kafka SIGKILLed: log-off and log-on gateways under the same load, back to back.
@@ -845,15 +813,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk not found: apt-get install wrk")
+    require_wrk()
     wanted = [BY_NAME[n] for n in args.scenarios.split(",") if n]
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-accesslog-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = work_directory(args.workdir, "gatehouse-accesslog-")
     progress(f"work directory {workdir}")
     report: dict[str, Any] = {
         "benchmark": "accesslog",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "command": command_line(argv),
         "settings": {
             "duration_s": args.duration,
             "rounds": args.rounds,
@@ -924,8 +890,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in report["latency_added"].items():
         if key.endswith("p99_added_ms"):
             progress(f"{key}: {value} ms (ratio {report['latency_added'][key.replace('added_ms', 'ratio')]})")
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    print_report(report)
     return 0
 
 

@@ -32,6 +32,7 @@ Two more measurements answer "grpc.aio or our handler?":
     .venv/bin/python bench/authz.py                          # all scenarios, 10 s each
     .venv/bin/python bench/authz.py --duration 20 --connections 64 --threads 2
     .venv/bin/python bench/authz.py --scenarios warm_direct,cold_rs256_direct --profile-dir /tmp/prof
+    .venv/bin/python bench/authz.py --tracing --scenarios open_direct,warm_direct   # tracing off vs on, same run
 
 One JSON document goes to stdout; progress to stderr. See bench/README.md.
 """
@@ -44,10 +45,7 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -63,6 +61,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
+from tests.harness.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.harness.gateway import GatewayStack  # noqa: E402
 from tests.harness.issuer import TestIssuer  # noqa: E402
 from tests.harness.ports import free_port  # noqa: E402
@@ -71,12 +70,14 @@ from tests.harness.redis import RedisServer  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from bench.proc_stats import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
+from bench.report import command_line, print_report, work_directory  # noqa: E402
+from bench import pyspy  # noqa: E402
 
 AUDIENCE = "api"
 SCOPE = "bench:read"
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
-WRK_MARK = "WRKJSON "
 
 
 def progress(message: str) -> None:
@@ -132,17 +133,6 @@ def bad_signature(token: str) -> str:
 
 # -- wrk --------------------------------------------------------------------------------
 
-_LUA_DONE = r"""
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '%s{"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,' ..
-    '"lat_min":%d,"lat_mean":%.1f,"lat_stdev":%.1f,"lat_max":%d,"p50":%d,"p90":%d,"p99":%d,"p999":%d}\n',
-    "WRKJSON ", summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
-    latency.min, latency.mean, latency.stdev, latency.max,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
-end
-"""
 
 # Dynamic requests: every request carries the next token of this thread's slice of the
 # file (args: tokens file, number of threads). Requests are pre-formatted in init().
@@ -210,9 +200,9 @@ asyncio.run(main(sys.argv[1]))
 
 def write_lua(workdir: Path) -> tuple[Path, Path]:
     static = workdir / "report.lua"
-    static.write_text(_LUA_DONE)
+    static.write_text(LUA_DONE)
     tokens = workdir / "tokens.lua"
-    tokens.write_text(_LUA_TOKENS + _LUA_DONE)
+    tokens.write_text(_LUA_TOKENS + LUA_DONE)
     return static, tokens
 
 
@@ -250,6 +240,8 @@ class Scenario:
     calls_authz: bool = True
     trivial: bool = False
     """Run against the second stack, whose ext_authz is a trivial grpc.aio servicer (returns OK)."""
+    traced: bool = False
+    """Run against the traced stack (``--tracing``): Envoy and ext_authz report spans to an OTLP receiver."""
 
 
 SCENARIOS = [
@@ -263,33 +255,10 @@ SCENARIOS = [
     Scenario("deny_malformed", "/auth/direct", "'Bearer not-a-jwt' repeated: 401 at the cheapest check", "malformed", 401),
     Scenario("trivial_grpc_direct", "/auth/direct", "the same route and token, but Envoy's ext_authz is a trivial grpc.aio servicer that returns OK: bare grpcio's cost", "warm", trivial=True),
 ]
-BY_NAME = {s.name: s for s in SCENARIOS}
-
-
-class Profiler:
-    """py-spy record (raw, --native, all non-idle threads) on the ext_authz process."""
-
-    def __init__(self, pid: int, output: Path, rate: int) -> None:
-        binary = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
-        if binary is None:
-            raise SystemExit("--profile-dir needs py-spy: .venv/bin/pip install py-spy")
-        self.output = output
-        output.parent.mkdir(parents=True, exist_ok=True)
-        argv = [binary, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "--threads", "--native", "-o", str(output)]
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.0)  # attach before the load starts
-        if self.process.poll() is not None:
-            raise SystemExit(f"py-spy failed: {self.process.stderr.read().decode() if self.process.stderr else ''}")
-
-    def stop(self) -> dict[str, Any]:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return summarise_profile(self.output) if self.output.exists() else {"error": "no py-spy output"}
+TRACED = [
+    Scenario("warm_direct_traced", "/auth/direct", "warm_direct with tracing on (--tracing): Envoy samples 100 % and ext_authz reports a span per check to an OTLP receiver", "warm", traced=True),
+]
+BY_NAME = {s.name: s for s in (*SCENARIOS, *TRACED)}
 
 
 # Where a sample's time goes: the innermost frame that names a category wins.
@@ -305,102 +274,11 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
 ]
 NAMED = {"gc", "jwt_crypto", "protobuf", "metrics", "logging_audit", "handler"}
 """Categories whose functions have useful names (grpc's Cython frames are bare addresses)."""
-IDLE_LEAVES = ("epoll_wait", "epoll_pwait", "poll (", "select (")
-"""A thread blocked here is waiting for work, not using CPU."""
-SYSCALL_LEAVES = ("sendmsg", "recvmsg", "recv", "send", "write", "read", "eventfd_write", "eventfd_read", "writev", "syscall", "getpid")
 
 
-def _frame_name(frame: str) -> str:
-    name, _, where = frame.partition(" (")
-    path = where.rstrip(")").rsplit(":", 1)[0]
-    for marker in ("site-packages/", "lib/python3"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
-    else:
-        if str(REPO_ROOT) in path:
-            path = path.split(str(REPO_ROOT) + "/", 1)[1]
-    return f"{name} ({path})"
-
-
-def _category(frames: list[str]) -> str:
-    for frame in reversed(frames):
-        for category, needles in CATEGORIES:
-            if any(n in frame for n in needles):
-                return category
-    return "other"
-
-
-def _state(frames: list[str]) -> str:
-    """idle (waiting for work), gil_wait (runnable, waiting for the GIL), or running."""
-    leaf = frames[-1]
-    if leaf.startswith(IDLE_LEAVES):
-        return "idle"
-    if any(f.startswith("take_gil") for f in frames):
-        return "gil_wait"
-    if any(f.startswith(("_queue_SimpleQueue_get", "PyThread_acquire_lock_timed", "pthread_cond_timedwait")) for f in frames):
-        return "idle"  # executor threads waiting on their queue
-    return "running"
-
-
-def summarise_profile(path: Path, top: int = 25) -> dict[str, Any]:
-    """Shares of the RUNNING samples (idle waits and GIL waits counted apart): by category,
-    by thread, by leaf function (self), by function anywhere on the stack (inclusive)."""
-    self_counts: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    threads: Counter[str] = Counter()
-    categories: Counter[str] = Counter()
-    in_check: Counter[str] = Counter()
-    named: Counter[str] = Counter()
-    syscalls: Counter[str] = Counter()
-    states: Counter[str] = Counter()
-    total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        frames = stack.split(";")
-        thread = next((f for f in frames if f.startswith("thread ")), "thread ?")
-        thread = re.sub(r"\(\d+\): ", "", thread)
-        functions = [_frame_name(f) for f in frames if " (" in f and not f.startswith(("process ", "thread "))]
-        if not functions:
-            continue
-        state = _state(functions)
-        states[state] += count
-        if state != "running":
-            continue
-        total += count
-        threads[thread] += count
-        self_counts[functions[-1]] += count
-        for function in set(functions):
-            inclusive[function] += count
-        category = _category(functions)
-        categories[category] += count
-        leaf = functions[-1].split(" (", 1)[0]
-        if leaf in SYSCALL_LEAVES:
-            syscalls[f"{leaf} under {category}"] += count
-        if any(f.startswith("AuthorizationService.Check (") for f in functions):
-            in_check[category] += count
-        for function in {f for f in functions if _category([f]) in NAMED}:
-            named[function] += count
-
-    def shares(counter: Counter[str], n: int = top) -> list[dict[str, Any]]:
-        return [{"name": f, "share": round(c / total, 3), "samples": c} for f, c in counter.most_common(n)] if total else []
-
-    in_check_total = sum(in_check.values())
-    return {
-        "raw_file": str(path),
-        "samples_by_state": dict(states),
-        "running_samples": total,
-        "categories": shares(categories),
-        "inside_Check": {"share": round(in_check_total / total, 3) if total else None, "by_category": shares(in_check)},
-        "syscall_leaves": shares(syscalls, 12),
-        "by_thread": shares(threads, 10),
-        "self": shares(self_counts),
-        "inclusive": shares(inclusive),
-        "inclusive_named": shares(named, 40),
-    }
+def summarise_profile(path: Path) -> dict[str, Any]:
+    """bench.pyspy.summarise_profile with ext_authz's categories, ``inside_Check`` and ``inclusive_named``."""
+    return pyspy.summarise_profile(path, CATEGORIES, ("inside_Check", "AuthorizationService.Check ("), named=NAMED)
 
 
 # -- the handler alone, in this process -------------------------------------------------
@@ -516,6 +394,9 @@ class Bench:
         self.stack: GatewayStack | None = None
         self.trivial: ManagedProcess | None = None
         self.trivial_stack: GatewayStack | None = None
+        self.receiver: OtlpReceiver | None = None
+        self.traced_authz: ExtAuthzProcess | None = None
+        self.traced_stack: GatewayStack | None = None
         self.rs256 = TestIssuer(audience=AUDIENCE)
         self.es256 = Es256Issuer()
         self.static_lua, self.tokens_lua = write_lua(workdir)
@@ -547,8 +428,10 @@ class Bench:
         }
         return info
 
-    def _gateway(self, name: str, authz_address: str) -> GatewayStack:
-        extra: dict[str, Any] = {"extAuthz": {"address": [authz_address]}}
+    def _gateway(self, name: str, authz_address: str, tracing: dict[str, Any] | None = None) -> GatewayStack:
+        extra: dict[str, Any] = {"extAuthz": {"address": [authz_address], "protocol": "grpc"}}
+        if tracing is not None:
+            extra["tracing"] = tracing
         if self.args.authz_timeout:
             extra["extAuthz"]["timeout"] = self.args.authz_timeout
         stack = GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra)
@@ -556,14 +439,13 @@ class Bench:
         try:
             stack.start(wait_path="/open/direct")
             for path in ("/open/echo", "/auth/echo", "/auth/direct"):
-                stack.wait_status(path, 401 if path.startswith("/auth") and name == "stack" else 200)
+                stack.wait_status(path, 401 if path.startswith("/auth") and name != "trivial-stack" else 200)
         except BaseException:
             stack.stop()
             raise
         return stack
 
-    def start(self) -> dict[str, Any]:
-        started = time.monotonic()
+    def authz_config(self) -> dict[str, Any]:
         issuers = [
             {"issuer": self.rs256.issuer, "audiences": [AUDIENCE], "requireJti": True,
              "jwksFile": str(self.rs256.write_jwks(self.workdir / "jwks-rs256.json"))},
@@ -571,10 +453,15 @@ class Bench:
              "jwksFile": str(self.es256.write_jwks(self.workdir / "jwks-es256.json"))},
         ]
         config: dict[str, Any] = {"issuers": issuers}
+        if self.redis is not None:
+            config["revocation"] = {"redisUrl": self.redis.url}
+        return config
+
+    def start(self) -> dict[str, Any]:
+        started = time.monotonic()
         if not self.args.no_redis:
             self.redis = RedisServer.start(log_dir=self.workdir / "redis")
-            config["revocation"] = {"redisUrl": self.redis.url}
-        self.authz = ExtAuthzProcess(self.workdir / "authz", config).start()
+        self.authz = ExtAuthzProcess(self.workdir / "authz", self.authz_config()).start()
         self.stack = self._gateway("stack", self.authz.address)
         return {"start_s": round(time.monotonic() - started, 2)}
 
@@ -590,8 +477,19 @@ class Bench:
         self.trivial.wait_until(lambda: port_open(port), 30, f"trivial ext_authz on :{port}")
         self.trivial_stack = self._gateway("trivial-stack", f"127.0.0.1:{port}")
 
+    def start_traced(self) -> None:
+        """A third gateway with tracing on, its own ext_authz reporting spans, and an OTLP
+        receiver in this process (started on first use)."""
+        if self.traced_stack is not None:
+            return
+        self.receiver = OtlpReceiver().start()
+        config = {**self.authz_config(), "tracing": {"otlpAddress": self.receiver.address, "serviceName": "bench-ext-authz"}}
+        self.traced_authz = ExtAuthzProcess(self.workdir / "traced-authz", config, name="traced-authz").start()
+        tracing = {"otlpAddress": self.receiver.address, "samplingPercent": 100, "serviceName": "bench-gateway"}
+        self.traced_stack = self._gateway("traced-stack", self.traced_authz.address, tracing)
+
     def stop(self) -> None:
-        for part in (self.trivial_stack, self.trivial, self.stack, self.authz, self.redis):
+        for part in (self.traced_stack, self.traced_authz, self.receiver, self.trivial_stack, self.trivial, self.stack, self.authz, self.redis):
             if part is not None:
                 try:
                     part.stop()
@@ -600,7 +498,7 @@ class Bench:
 
     def preflight(self, scenario: Scenario) -> None:
         """One request with this scenario's kind of token, before the load: right status?"""
-        stack = self.trivial_stack if scenario.trivial else self.stack
+        stack = self._stack(scenario)
         assert stack is not None
         if scenario.token.startswith("cold_"):
             issuer = self.rs256 if scenario.token == "cold_rs256" else self.es256
@@ -614,7 +512,7 @@ class Bench:
     # one wrk run
 
     def wrk(self, scenario: Scenario, duration: int, log_name: str) -> dict[str, Any]:
-        stack = self.trivial_stack if scenario.trivial else self.stack
+        stack = self._stack(scenario)
         assert stack is not None
         url = f"http://127.0.0.1:{stack.listener_port}{scenario.path}"
         argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s",
@@ -626,39 +524,34 @@ class Bench:
             if header:
                 argv += ["-H", f"Authorization: {header}"]
             argv += ["-s", str(self.static_lua), url]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
-        (self.workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
-        line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
-        if result.returncode != 0 or line is None:
-            raise RuntimeError(f"wrk failed ({result.returncode}): {(result.stdout + result.stderr)[-2000:]}")
-        raw = json.loads(line[len(WRK_MARK):])
-        seconds = raw["duration_us"] / 1e6
-        return {
-            "requests": raw["requests"],
-            "duration_s": round(seconds, 3),
-            "rps": round(raw["requests"] / seconds, 1),
-            "latency_ms": {k: round(raw[src] / 1000, 3) for k, src in
-                           (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"), ("stdev", "lat_stdev"))},
-            "status_errors": raw["status"],
-            "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
-            "command": " ".join(argv).replace(str(self.workdir), "$WORKDIR"),
-        }
+        return run_wrk(argv, duration, self.workdir, log_name)
+
+    def _stack(self, scenario: Scenario) -> GatewayStack | None:
+        if scenario.traced:
+            return self.traced_stack
+        return self.trivial_stack if scenario.trivial else self.stack
 
     def run(self, scenario: Scenario, *, profile: bool) -> dict[str, Any]:
         if scenario.trivial:
             progress("starting the second gateway (trivial grpc.aio ext_authz)")
             self.start_trivial()
-        stack = self.trivial_stack if scenario.trivial else self.stack
-        service = self.trivial if scenario.trivial else (self.authz.process if self.authz else None)
-        assert stack is not None and stack.envoy is not None and service is not None and self.authz is not None
+        if scenario.traced:
+            progress("starting the traced gateway (tracing on, ext_authz spans, OTLP receiver)")
+            self.start_traced()
+        stack = self._stack(scenario)
+        authz = self.traced_authz if scenario.traced else self.authz
+        service = self.trivial if scenario.trivial else (authz.process if authz else None)
+        spans_before = len(self.receiver.snapshot()) if self.receiver is not None else 0
+        assert stack is not None and stack.envoy is not None and service is not None and authz is not None
         self.preflight(scenario)
         authz_pid = service.pid
         envoy_pid = stack.envoy.pid
         upstream_pid = stack.upstreams["svc-a"].pid
         profiler = None
         if profile:
-            profiler = Profiler(authz_pid, Path(self.args.profile_dir) / f"authz-{scenario.name}.txt", self.args.profile_rate)
-        before = decisions(self.authz)
+            profiler = pyspy.Profiler(authz_pid, Path(self.args.profile_dir) / f"authz-{scenario.name}.txt", self.args.profile_rate,
+                                      summarise_profile)
+        before = decisions(authz)
         envoy_before = envoy_authz_stats(stack)
         cpu_before = {"authz": cpu_seconds(authz_pid), "envoy": cpu_seconds(envoy_pid), "upstream": cpu_seconds(upstream_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds()}
         switches_before = context_switches(authz_pid)
@@ -671,7 +564,7 @@ class Bench:
                "upstream": cpu_seconds(upstream_pid) - cpu_before["upstream"], "wrk": children_cpu_seconds() - cpu_before["wrk"], "machine": machine_busy_seconds() - cpu_before["machine"]}
         switches = context_switches(authz_pid) - switches_before
         authz_system = cpu_times(authz_pid)[1] - authz_system_before
-        made = decisions(self.authz) - before
+        made = decisions(authz) - before
         envoy_after = envoy_authz_stats(stack)
         result: dict[str, Any] = {"name": scenario.name, "path": scenario.path, "description": scenario.description,
                                   "expect_status": scenario.expect_status, **load}
@@ -712,6 +605,12 @@ class Bench:
                               "note": "each wrk thread stops when its slice is used up; no token is sent twice"}
             if exhausted:
                 result["warning"] = "the token list ran out before --duration: rps is understated; raise --cold-tokens"
+        if scenario.traced and self.receiver is not None:
+            time.sleep(6)  # Envoy exports every 5 s, ext_authz every 1 s
+            spans = self.receiver.snapshot()[spans_before:]
+            result["spans_received"] = dict(sorted(Counter(s.service for s in spans).items()))
+            result["ext_authz_spans_dropped"] = {r: authz.metric("gatehouse_tracing_spans_dropped_total", reason=r)
+                                                 for r in ("queue_full", "export_failed")}
         if profiler is not None:
             result["profiled"] = True
             result["profile"] = profiler.stop()
@@ -801,6 +700,7 @@ def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> di
         "deny_malformed_over_open_direct": ratio(rps("deny_malformed"), rps("open_direct")),
         "trivial_grpc_direct_over_open_direct": ratio(rps("trivial_grpc_direct"), rps("open_direct")),
         "warm_direct_over_trivial_grpc_direct": ratio(rps("warm_direct"), rps("trivial_grpc_direct")),
+        "warm_direct_traced_over_warm_direct": ratio(rps("warm_direct_traced"), rps("warm_direct")),
     }
     added = {
         f"{name}_p50_added_ms": round(p50(name) - p50(base), 3)  # type: ignore[operator]
@@ -823,7 +723,20 @@ def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> di
         }
         for r in results.values()
     ]
+    def cpu(name: str, key: str) -> float | None:
+        return results[name]["cpu"][key] if name in results else None
+
+    tracing = {
+        f"{key}_traced_over_untraced": ratio(cpu("warm_direct_traced", key), cpu("warm_direct", key))
+        for key in ("ext_authz_us_per_check", "envoy_us_per_request")
+    }
+    if "warm_direct_traced" in results and "warm_direct" in results:
+        tracing["ext_authz_us_added_per_check"] = round(
+            cpu("warm_direct_traced", "ext_authz_us_per_check") - cpu("warm_direct", "ext_authz_us_per_check"), 1)  # type: ignore[operator]
+        tracing["envoy_us_added_per_request"] = round(
+            cpu("warm_direct_traced", "envoy_us_per_request") - cpu("warm_direct", "envoy_us_per_request"), 1)  # type: ignore[operator]
     return {"baseline": baseline, "ratios": {k: v for k, v in ratios.items() if v is not None}, "latency_added": added,
+            "tracing": {k: v for k, v in tracing.items() if v is not None},
             "table": table, "cpu_per_check_decomposition": decomposition(results, handler)}
 
 
@@ -847,6 +760,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--handler-checks", type=int, default=2000, help="calls per case of the in-process Check measurement (0: skip)")
     parser.add_argument("--workdir", help="where tokens, configs and logs go (default: a temporary directory, removed unless --keep)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    parser.add_argument("--tracing", action="store_true",
+                        help="also warm_direct_traced: a third gateway with tracing on and ext_authz reporting spans to an OTLP receiver "
+                             "(the untraced warm_direct is the baseline of the same run)")
     args = parser.parse_args(argv)
     unknown = [n for n in args.scenarios.split(",") if n and n not in BY_NAME]
     if unknown:
@@ -858,15 +774,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk not found: apt-get install wrk")
+    require_wrk()
     wanted = [BY_NAME[n] for n in args.scenarios.split(",") if n]
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-authz-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    if args.tracing:
+        if "warm_direct" not in [s.name for s in wanted]:
+            wanted.append(BY_NAME["warm_direct"])
+        wanted += [s for s in TRACED if s not in wanted]
+    workdir = work_directory(args.workdir, "gatehouse-authz-")
     progress(f"work directory {workdir}")
     report: dict[str, Any] = {
         "benchmark": "authz",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "command": command_line(argv),
         "settings": {
             "duration_s": args.duration,
             "connections": args.connections,
@@ -877,6 +795,7 @@ def main(argv: list[str] | None = None) -> int:
             "revocation": "redis mirror (local, no Redis round trip per check)" if not args.no_redis else "off",
             "ext_authz_timeout": args.authz_timeout or "250ms (default)",
             "profiled": bool(args.profile_dir),
+            "tracing": "warm_direct_traced: Envoy samplingPercent 100, ext_authz tracing: on, OTLP receiver in the bench process" if args.tracing else "off",
             "upstream": "examples/upstream/echo.py (Python/aiohttp), one process",
         },
         "machine": machine(),
@@ -905,8 +824,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     report.update(summarise(results, report.get("handler_in_process", {})))
     report["scenarios"] = list(results.values())
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    print_report(report)
     return 0
 
 

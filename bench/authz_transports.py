@@ -57,9 +57,7 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -68,7 +66,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-WRK_MARK = "WRKJSON "
+from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
+from bench.report import command_line, print_report, work_directory  # noqa: E402
+
 CHECK_PREFIX = "/check"
 """http_service.path_prefix: the check request's path is this + the original path."""
 PROBE_TIMEOUT_MS = 250
@@ -573,7 +573,7 @@ class Bench:
         self.listener_ports: dict[str, int] = {}
         self.envoy: Any = None
         self.lua = workdir / "report.lua"
-        self.lua.write_text(_LUA_DONE)
+        self.lua.write_text(LUA_DONE)
         self.probe_dump = workdir / "probe.jsonl"
 
     # -- processes -------------------------------------------------------------------
@@ -759,23 +759,7 @@ class Bench:
         threads = min(self.args.threads, connections)
         argv = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration}s", "--timeout", "5s",
                 "--latency", "-H", "Authorization: Bearer x", "-s", str(self.lua), url]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
-        (self.workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
-        line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
-        if result.returncode != 0 or line is None:
-            raise RuntimeError(f"wrk failed ({result.returncode}): {(result.stdout + result.stderr)[-2000:]}")
-        raw = json.loads(line[len(WRK_MARK):])
-        seconds = raw["duration_us"] / 1e6
-        return {
-            "requests": raw["requests"],
-            "duration_s": round(seconds, 3),
-            "rps": round(raw["requests"] / seconds, 1),
-            "latency_ms": {k: round(raw[src] / 1000, 3) for k, src in
-                           (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"))},
-            "status_errors": raw["status"],
-            "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
-            "command": " ".join(argv).replace(str(self.workdir), "$WORKDIR"),
-        }
+        return run_wrk(argv, duration, self.workdir, log_name, stdev=False)
 
     def authz_stats(self, name: str) -> dict[str, int]:
         stats = self.envoy.stats(rf"^http\.{name}\.ext_authz\.")
@@ -850,19 +834,6 @@ class Bench:
                  f"envoy {c['envoy_us_per_request']} us/req  server {c['server_us_per_request']} us/req  other {c['other_processes_cores']} cores  "
                  f"status errors {load['status_errors']}{'' if result.get('checks_match_requests', True) else '  CHECKS MISMATCH'}")
         return result
-
-
-_LUA_DONE = r"""
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format(
-    '%s{"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,' ..
-    '"lat_min":%d,"lat_mean":%.1f,"lat_stdev":%.1f,"lat_max":%d,"p50":%d,"p90":%d,"p99":%d,"p999":%d}\n',
-    "WRKJSON ", summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
-    latency.min, latency.mean, latency.stdev, latency.max,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
-end
-"""
 
 
 # == summary ============================================================================
@@ -997,15 +968,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve is not None:
         serve(args.serve, args.port, Path(args.dump) if args.dump else None)
         return 0
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk not found: apt-get install wrk")
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-authz-transports-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    require_wrk()
+    workdir = work_directory(args.workdir, "gatehouse-authz-transports-")
     progress(f"work directory {workdir}")
     names = [n for n in args.scenarios.split(",") if n]
     report: dict[str, Any] = {
         "benchmark": "authz_transports",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "command": command_line(argv),
         "settings": {
             "duration_s": args.duration, "rounds": args.rounds, "warmup_s": args.warmup,
             "wrk": f"-t{args.threads} -c{args.connections} -H 'Authorization: Bearer x' --latency",
@@ -1041,8 +1010,7 @@ def main(argv: list[str] | None = None) -> int:
         progress(f"{row['scenario']:<30} {row['rps_median']:>8} req/s ({row['rps_over_baseline_A']}x A, spread {row['rps_spread_pct']}%)  "
                  f"p50 {row['p50_ms_median']} p99 {row['p99_ms_median']} ms  envoy {row['envoy_us_per_request_median']} us  "
                  f"server {row['server_us_per_request_median']} us (spread {row['server_us_spread_pct']}%)")
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    print_report(report)
     return 0
 
 

@@ -26,13 +26,13 @@ Routes (the same Git routes on every control-plane stack):
     /auth/direct    disabled: {status: 200}, auth.scopes: [bench:read]    (3d, gRPC only: see below)
     /auth/fast      proxied to the fast upstream, auth.scopes             (3 gRPC, 4 HTTP, 6, 7)
     /auth/limited   /auth/fast + rateLimits [{key: user, mode: hybrid, 10^8 per 60 s}]   (5-old, 5-new, 8)
+    /public/limited /public/fast + the same limit keyed on ip             (9-old ratelimit_svc, 9-new HTTP check)
 
 Envoy's ratelimit filter only runs on routes with a route action and the HTTP check only
 decides limits on routes that are not ``disabled``, so scenario 5 is proxied (to the fast
-upstream), and so are 3, 4, 6 and 7, to compare like with like. Over HTTP an authenticated
-``disabled`` route cannot be served at all (503 for every request: the control plane gives
-it neither ``x-gatehouse-route`` nor a RoutePolicy, yet leaves its ext_authz on); every
-stack records what ``/auth/direct`` answers (``stacks.<name>.probe_auth_direct``).
+upstream), and so are 3, 4, 6 and 7, to compare like with like. Every stack records what
+``/auth/direct`` answers (``stacks.<name>.probe_auth_direct``): until cb7e8a0 an
+authenticated ``disabled`` route answered 503 over HTTP.
 
 Each scenario: a preflight (status, ``x-ratelimit-limit`` on limited routes, 401 without a
 token on authenticated ones), ``--warmup`` s of unmeasured load, then one
@@ -64,7 +64,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -79,7 +78,7 @@ if str(REPO_ROOT) not in sys.path:
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from bench.authz import WRK_MARK, bad_signature, write_lua  # noqa: E402
+from bench.authz import bad_signature, write_lua  # noqa: E402
 from bench.jwt_authn import (  # noqa: E402
     ROUTER_TYPE,
     jwt_authn_filter,
@@ -88,7 +87,10 @@ from bench.jwt_authn import (  # noqa: E402
     local_ratelimit_per_route,
 )
 from bench.machine import describe  # noqa: E402
-from bench.proc_stats import children_cpu_seconds, machine_busy_seconds  # noqa: E402
+from bench.proc_stats import children_cpu_seconds, descendants, machine_busy_seconds, process_tree, stat_fields  # noqa: E402
+from bench.wrk import require_wrk, run_wrk  # noqa: E402
+from bench.report import command_line, print_report, work_directory  # noqa: E402
+from bench import pyspy  # noqa: E402
 from tests.harness.envoy import EnvoyProcess  # noqa: E402
 from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
 from tests.harness.gateway import GatewayStack  # noqa: E402
@@ -122,40 +124,14 @@ def progress(message: str) -> None:
 # -- CPU of a process tree -----------------------------------------------------------------
 
 
-def _stat_fields(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (children of every thread, recursively)."""
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        current = stack.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{current}/task/{task}/children") as children:
-                    kids = [int(p) for p in children.read().split()]
-            except OSError:
-                continue
-            found.extend(kids)
-            stack.extend(kids)
-    return found
-
-
 def tree_cpu(pid: int) -> dict[str, Any]:
     """utime+stime (+ cutime+cstime: children already reaped) of ``pid`` and of every live
     descendant, seconds; ``per_pid`` the same for each process."""
     ticks = os.sysconf("SC_CLK_TCK")
     per_pid: dict[int, float] = {}
-    for member in [pid, *descendants(pid)]:
+    for member in process_tree(pid):
         try:
-            fields = _stat_fields(member)
+            fields = stat_fields(member)
         except OSError:
             continue
         per_pid[member] = sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
@@ -281,6 +257,8 @@ def routes() -> list[dict[str, Any]]:
         route_doc("auth-fast", {"match": {"pathPrefix": "/auth/fast"}, "backends": fast, "auth": required}),
         route_doc("auth-limited", {"match": {"pathPrefix": "/auth/limited"}, "backends": fast, "auth": required,
                                    "rateLimits": [limit_doc()]}),
+        route_doc("public-limited", {"match": {"pathPrefix": "/public/limited"}, "backends": fast, "auth": public,
+                                     "rateLimits": [{**limit_doc(), "key": "ip"}]}),
     ]
 
 
@@ -362,12 +340,16 @@ SCENARIOS = [
     Scenario("auth_fast", "grpc", "3", "/auth/fast", "authenticated, warm token, gRPC ext_authz, proxied to the fast upstream", "warm"),
     Scenario("auth_limited", "grpc", "5-old", "/auth/limited",
              "authenticated + user limit (hybrid): two calls, gRPC ext_authz then ratelimit_svc over gRPC", "warm", limited=True),
+    Scenario("public_limited", "grpc", "9-old", "/public/limited",
+             "public + IP limit (hybrid): Envoy's ratelimit filter, ratelimit_svc over gRPC", limited=True),
     Scenario("direct", "http", "1", "/direct", "Envoy direct response (baseline of the HTTP stack)"),
     Scenario("public_echo", "http", "2e", "/public/echo", "public route proxied to tests/harness EchoUpstream (Python/aiohttp)"),
     Scenario("public_fast", "http", "2", "/public/fast", "public route proxied to the fast upstream (static Envoy)"),
     Scenario("auth_fast", "http", "4", "/auth/fast", "authenticated, warm token, HTTP ext_authz, proxied to the fast upstream", "warm"),
     Scenario("auth_limited", "http", "5-new", "/auth/limited",
              "authenticated + user limit (hybrid): one call, HTTP ext_authz decides the token and the limit", "warm", limited=True),
+    Scenario("public_limited", "http", "9-new", "/public/limited",
+             "public + IP limit (hybrid): the HTTP check with no token (extAuthz.publicRouteLimits)", limited=True),
     Scenario("cold_rs256", "http", "6", "/auth/fast", "a new RS256 token per request, HTTP ext_authz, proxied to the fast upstream", "cold"),
     Scenario("bad_token", "http", "7", "/auth/fast", "one token with a broken signature, replayed: 401 from HTTP ext_authz", "bad", 401),
     Scenario("direct", "http_w2", "1", "/direct", "Envoy direct response (baseline of the workers: 2 stack)"),
@@ -381,7 +363,7 @@ STACKS = ("grpc", "http", "http_w2", "native")
 STACK_NOTES = {
     "grpc": "control plane extAuthz {protocol: grpc}, rateLimit -> ratelimit_svc (gRPC); ext_authz workers: 1",
     "http": "control plane extAuthz {protocol: http}; ext_authz workers: 1 with http.rateLimit (the limit is decided in the check); "
-            "rateLimit.address is a dead 127.0.0.1:1 (no public route has limits, ratelimit_svc is never called)",
+            "rateLimit.address is a dead 127.0.0.1:1 (public routes' limits go to the HTTP check too: ratelimit_svc is never called)",
     "http_w2": "as http, ext_authz workers: 2 (a supervisor and two worker processes; expectedInstances: 2)",
     "native": "static Envoy bootstrap (no control plane): jwt_authn with the JWKS inline + local_ratelimit keyed on x-user-id",
 }
@@ -541,9 +523,8 @@ class Bench:
 
     def probe_disabled_route(self, stack: Stack) -> dict[str, Any]:
         """``/auth/direct`` (``disabled: {status: 200}`` with auth required) with a valid token,
-        a missing one and a bad one: over gRPC 200/401/401. Over HTTP the route gets no
-        ``x-gatehouse-route`` and no RoutePolicy (``decided_by_authz`` needs ``disabled`` unset),
-        yet its ext_authz stays on: the check cannot name the route."""
+        a missing one and a bad one: 200/401/401 on both transports (over HTTP it was 503 for
+        all three until cb7e8a0, when the route got no ``x-gatehouse-route``)."""
         answers = {}
         for kind in ("warm", "none", "bad"):
             header = self.headers[kind]
@@ -594,23 +575,7 @@ class Bench:
             if header:
                 argv += ["-H", f"Authorization: {header}"]
             argv += ["-s", str(self.static_lua), url]
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
-        (self.workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
-        line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
-        if result.returncode != 0 or line is None:
-            raise RuntimeError(f"wrk failed ({result.returncode}): {(result.stdout + result.stderr)[-2000:]}")
-        raw = json.loads(line[len(WRK_MARK):])
-        seconds = raw["duration_us"] / 1e6
-        return {
-            "requests": raw["requests"],
-            "duration_s": round(seconds, 3),
-            "rps": round(raw["requests"] / seconds, 1),
-            "latency_ms": {k: round(raw[src] / 1000, 3) for k, src in
-                           (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"))},
-            "status_errors": raw["status"],
-            "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
-            "command": " ".join(argv).replace(str(self.workdir), "$WORKDIR"),
-        }
+        return run_wrk(argv, duration, self.workdir, log_name, stdev=False)
 
     def service_metrics(self, stack: Stack) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
@@ -736,7 +701,7 @@ class Bench:
 
 
 def start_py_spy(pid: int, output: Path, rate: int, seconds: int) -> subprocess.Popen[bytes]:
-    binary = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    binary = pyspy.binary()
     if binary is None:
         raise RuntimeError("py-spy not found: .venv/bin/pip install py-spy")
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -781,16 +746,7 @@ IDLE = ("epoll_wait", "epoll_pwait", "__GI_epoll_wait", "select", "poll")
 
 
 def _frame(frame: str) -> str:
-    name, _, where = frame.partition(" (")
-    path = where.rstrip(")").rsplit(":", 1)[0]
-    for marker in ("site-packages/", "lib/python3.11/", "lib/python3"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
-    else:
-        if str(REPO_ROOT) in path:
-            path = path.split(str(REPO_ROOT) + "/", 1)[1]
-    return f"{name} ({path})" if path else name
+    return pyspy.frame_name(frame, ("site-packages/", "lib/python3.11/", "lib/python3"), bare=True)
 
 
 def _category(frames: list[str]) -> str:
@@ -809,12 +765,8 @@ def summarise_profile(path: Path, top: int = 25) -> dict[str, Any]:
     in_handler: Counter[str] = Counter()
     syscalls: Counter[str] = Counter()
     idle = total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        frames = [_frame(f) for f in stack.split(";") if not f.startswith(("process ", "thread "))]
+    for count, stack in pyspy.raw_samples(path):
+        frames = [_frame(f) for f in stack if not f.startswith(("process ", "thread "))]
         if not frames:
             continue
         leaf = frames[-1].split(" (", 1)[0]
@@ -1129,17 +1081,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk not found: apt-get install wrk")
+    require_wrk()
     stacks = [s for s in args.stacks.split(",") if s]
     only = {s for s in args.scenarios.split(",") if s}
     wanted = {stack: [s for s in SCENARIOS if s.stack == stack and (not only or s.key in only or s.name == "direct")] for stack in stacks}
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-gateway-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = work_directory(args.workdir, "gatehouse-gateway-")
     progress(f"work directory {workdir}")
     report: dict[str, Any] = {
         "benchmark": "gateway",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "command": command_line(argv),
         "settings": {
             "duration_s": args.duration, "rounds": args.rounds, "quiet_cores": args.quiet_cores, "quiet_wait_s": args.quiet_wait,
             "connections": args.connections, "wrk_threads": args.threads, "warmup_s": args.warmup,
@@ -1224,8 +1174,7 @@ def main(argv: list[str] | None = None) -> int:
     report["summary"] = summarise(results, profile)
     report["machine"]["speed_probe_ns_per_iteration"] = {"at_start": speed_start, "at_end": cpu_speed_probe()}
     report["scenarios"] = [run for runs in results.values() for run in runs]
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    print_report(report)
     return 0
 
 

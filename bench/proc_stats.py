@@ -7,10 +7,15 @@ import resource
 from pathlib import Path
 
 
+def stat_fields(pid: int) -> list[str]:
+    """/proc/<pid>/stat after the command name: index 0 is field 3 (state), 11 is utime."""
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()
+
+
 def cpu_times(pid: int) -> tuple[float, float]:
     """(utime, stime) of a process, all its threads (/proc/<pid>/stat fields 14 and 15), seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
+    fields = stat_fields(pid)
     ticks = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / ticks, int(fields[12]) / ticks
 
@@ -31,6 +36,49 @@ def context_switches(pid: int) -> int:
         total += sum(int(line.split()[1]) for line in text.splitlines()
                      if line.startswith(("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
     return total
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (children of every thread, recursively)."""
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        current = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as children:
+                    kids = [int(p) for p in children.read().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            stack.extend(kids)
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant (ext_authz's supervisor and workers, if any)."""
+    return [pid, *descendants(pid)]
+
+
+def tree_cpu_times(pid: int) -> tuple[float, float]:
+    """(utime, stime) summed over the process tree of ``pid``, seconds."""
+    user = system = 0.0
+    for member in process_tree(pid):
+        try:
+            u, s = cpu_times(member)
+        except OSError:  # ended meanwhile
+            continue
+        user, system = user + u, system + s
+    return user, system
+
+
+def tree_context_switches(pid: int) -> int:
+    """Context switches of every process of the tree of ``pid``."""
+    return sum(context_switches(member) for member in process_tree(pid))
 
 
 def machine_busy_seconds() -> float:

@@ -26,11 +26,9 @@ import os
 import platform
 import random
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -49,6 +47,8 @@ from tests.harness.http_client import Client  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from tests.harness.upstream import EchoUpstream  # noqa: E402
 from bench.proc_stats import cpu_seconds  # noqa: E402
+from bench import pyspy  # noqa: E402
+from bench.report import command_line, print_report, work_directory  # noqa: E402
 
 try:  # libyaml makes generating 10,000 route documents take a second, not ten
     from yaml import CSafeDumper as _Dumper
@@ -60,6 +60,8 @@ AIMS_MS = {1000: 250.0, 10000: 2000.0}
 SERVICES = ("svc-a", "svc-b")
 KINDS = ("exact", "template", "prefix", "segmentPrefix")
 PROJECT_PACKAGES = ("control_plane/", "servicekit/admin_http.py")
+SITE_PACKAGES = ("site-packages/",)
+"""A profile frame's path is cut after these only (bench.pyspy.frame_name; lib/python3 frames keep their full path)."""
 
 
 def progress(message: str) -> None:
@@ -233,48 +235,6 @@ def histogram_totals(metrics: dict[str, float], name: str, kind: str) -> tuple[f
 # -- profiling (optional) -----------------------------------------------------------------
 
 
-class Profiler:
-    """py-spy record on the control plane while changes run; summarised as function shares."""
-
-    def __init__(self, pid: int, output: Path, rate: int, gil_only: bool, native: bool) -> None:
-        self.output = output
-        binary = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
-        if binary is None:
-            raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
-        output.parent.mkdir(parents=True, exist_ok=True)
-        argv = [binary, "record", "-p", str(pid), "-r", str(rate), "-f", "raw", "--threads", "-o", str(output)]
-        if gil_only:  # only the thread holding the GIL: where Python CPU time goes, no idle waits
-            argv.append("--gil")
-        if native:  # C frames too: shows the garbage collector and protobuf/yaml C code by name
-            argv.append("--native")
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(0.5)  # let it attach before the first change
-        if self.process.poll() is not None:
-            raise SystemExit(f"py-spy failed: {self.process.stderr.read().decode() if self.process.stderr else ''}")
-
-    def stop(self) -> dict[str, Any]:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return summarise_profile(self.output) if self.output.exists() else {"error": "no py-spy output"}
-
-
-def _frame_name(frame: str) -> str:
-    """'translate (control_plane/translator/pipeline.py:60)' → 'translate (…/pipeline.py)'."""
-    name, _, where = frame.partition(" (")
-    path = where.rstrip(")").rsplit(":", 1)[0]
-    marker = "site-packages/"
-    if marker in path:
-        path = path.split(marker, 1)[1]
-    elif str(REPO_ROOT) in path:
-        path = path.split(str(REPO_ROOT) + "/", 1)[1]
-    return f"{name} ({path})"
-
-
 def summarise_profile(path: Path, top: int = 20) -> dict[str, Any]:
     """Shares of active samples by leaf function (self) and by function on the stack (inclusive)."""
     self_counts: Counter[str] = Counter()
@@ -282,14 +242,9 @@ def summarise_profile(path: Path, top: int = 20) -> dict[str, Any]:
     project: Counter[str] = Counter()
     threads: Counter[str] = Counter()
     total = 0
-    for line in path.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        frames = stack.split(";")
+    for count, frames in pyspy.raw_samples(path):
         thread = next((f for f in frames if f.startswith("thread ")), "thread ?").partition(": ")[2] or "?"
-        functions = [_frame_name(f) for f in frames if " (" in f and not f.startswith(("process ", "thread "))]
+        functions = [pyspy.frame_name(f, SITE_PACKAGES) for f in frames if " (" in f and not f.startswith(("process ", "thread "))]
         if not functions:
             continue
         total += count
@@ -470,7 +425,7 @@ def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[st
     stack = GatewayStack(directory, upstreams=SERVICES, delta=args.delta, poll_interval=poll_interval)
     stack.configure_gateway(routeStats=not args.no_route_stats)
     result: dict[str, Any] = {"routes": count, "files": routes.files, "workdir": str(directory), "route_stats": not args.no_route_stats}
-    profiler: Profiler | None = None
+    profiler: pyspy.Profiler | None = None
     try:
         started = time.monotonic()
         routes.write_all(stack)
@@ -498,9 +453,9 @@ def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[st
         )
 
         if args.profile_dir:
-            profiler = Profiler(
-                cp_pid, Path(args.profile_dir) / f"propagation-{args.mode}-{count}.txt", args.profile_rate,
-                not args.profile_idle, args.profile_native,
+            profiler = pyspy.Profiler(
+                cp_pid, Path(args.profile_dir) / f"propagation-{args.mode}-{count}.txt", args.profile_rate, summarise_profile,
+                native=args.profile_native, gil=not args.profile_idle, attach_s=0.5, stop_timeout=30, option="--profile",
             )
         records, internals = run_changes(stack, routes, args, log)
         if profiler is not None:
@@ -581,12 +536,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     counts = [int(c) for c in args.routes.split(",") if c.strip()]
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="gatehouse-propagation-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = work_directory(args.workdir, "gatehouse-propagation-")
     progress(f"work directory {workdir}")
     report: dict[str, Any] = {
         "benchmark": "propagation",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else " ".join(argv),
+        "command": command_line(argv),
         "mode": args.mode,
         "protocol": "delta" if args.delta else "sotw",
         "git_poll_interval": args.poll_interval if args.mode == "poll" else "600s (webhook mode: polling effectively off)",
@@ -623,8 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         for s in report["sizes"]
     ]
-    json.dump(report, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    print_report(report)
     return 0
 
 

@@ -45,10 +45,15 @@ DEFAULT_LOCAL_CACHE_BYTES = 1 << 20
 then cost no Redis call until the window ends: the peer's own fast path for denials."""
 
 DEFAULT_PIPELINE_WINDOW = "150us"
-"""REDIS_PIPELINE_WINDOW (radix v4 WriteFlushInterval): concurrent decisions' writes are
-flushed together every 150 µs (the README's recommended low end, 150-500 µs) instead of one
+"""REDIS_PIPELINE_WINDOW, the peer's README recommendation (150-500 µs, low end): radix v4's
+WriteFlushInterval, which would flush concurrent decisions' writes together instead of one
 write syscall each. It batches syscalls, not decisions: each decision is still its own
-INCRBY+EXPIRE. "0" disables it (flush every write at once: lowest latency at low load)."""
+INCRBY+EXPIRE. "0" is the peer's default.
+
+At the pinned version the setting only reaches radix in ``REDIS_TYPE=cluster``
+(``src/redis/driver_impl.go``: ``if isCluster && pipelineWindow > 0``): with
+``REDIS_TYPE=SINGLE``, as here, it is read and ignored, so 0, 150us and 500us run the same code.
+It is still set, so the peer runs as its README tells operators to run it."""
 
 
 def peer_binary(*, build: bool = True) -> Path:
@@ -74,38 +79,61 @@ def peer_binary(*, build: bool = True) -> Path:
 
 @dataclass(frozen=True)
 class PeerDescriptor:
-    """One limit in the peer's config: ``key`` (e.g. ``user``), optionally one ``value``.
+    """One node of the peer's config: ``key`` (e.g. ``user``), optionally one ``value``,
+    a limit (``requests_per_unit`` per ``unit``) and/or nested ``descriptors``.
 
     Without ``value`` every distinct value of the key gets its own counter, as our
     per-key policies do; with it only that value is limited (others are not limited).
+
+    The peer matches a request descriptor's entries one level per entry and applies a
+    limit only where the last entry lands (a descriptor with more or fewer entries than
+    the config's depth gets no limit, and costs no Redis call). Envoy's descriptors from
+    our translator have two entries, ``[("limit", <limit id>), (<key kind>, <value>)]``,
+    so the peer's config for them is ``limit=<limit id>`` (``requests_per_unit=None``)
+    with one nested descriptor keyed on the key kind.
     """
 
     key: str
-    requests_per_unit: int
+    requests_per_unit: int | None
     unit: str = "second"
     value: str | None = None
+    descriptors: tuple[PeerDescriptor, ...] = ()
 
     def __post_init__(self) -> None:
         if self.unit not in UNITS:
             raise ValueError(f"unit {self.unit!r} not one of {UNITS}")
-        if self.requests_per_unit < 0:
-            raise ValueError("requests_per_unit must be >= 0")
+        if self.requests_per_unit is None and not self.descriptors:
+            raise ValueError("a descriptor needs requests_per_unit or nested descriptors")
+        if self.requests_per_unit is not None and not 0 <= self.requests_per_unit < 1 << 32:
+            raise ValueError("requests_per_unit must be in 0..2**32-1 (the peer's uint32)")
+
+
+def _descriptor_lines(d: PeerDescriptor, indent: str) -> list[str]:
+    lines = [f"{indent}- key: {json.dumps(d.key)}"]
+    inner = indent + "  "
+    if d.value is not None:
+        lines.append(f"{inner}value: {json.dumps(d.value)}")
+    if d.requests_per_unit is not None:
+        lines.append(f"{inner}rate_limit:")
+        lines.append(f"{inner}  unit: {d.unit}")
+        lines.append(f"{inner}  requests_per_unit: {d.requests_per_unit}")
+    if d.descriptors:
+        lines.append(f"{inner}descriptors:")
+        for child in d.descriptors:
+            lines.extend(_descriptor_lines(child, inner + "  "))
+    return lines
 
 
 def config_yaml(domain: str, descriptors: list[PeerDescriptor]) -> str:
-    """The peer's config file for ``domain``: one top-level descriptor per entry.
+    """The peer's config file for ``domain``: one top-level descriptor per entry, nested
+    descriptors below them.
 
     Strings are JSON-quoted (valid YAML), so no YAML library is needed and no value can
     change the structure. The peer rejects unknown keys, so only documented ones are used.
     """
     lines = [f"domain: {json.dumps(domain)}", "descriptors:"]
     for d in descriptors:
-        lines.append(f"  - key: {json.dumps(d.key)}")
-        if d.value is not None:
-            lines.append(f"    value: {json.dumps(d.value)}")
-        lines.append("    rate_limit:")
-        lines.append(f"      unit: {d.unit}")
-        lines.append(f"      requests_per_unit: {d.requests_per_unit}")
+        lines.extend(_descriptor_lines(d, "  "))
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,9 @@
 - ``GET /status``: sources, quarantined routes, connected Envoys, ACKed versions, NACKs;
 - ``GET /config``: the current resources as Envoy JSON (``?type=RDS``, ``?cluster=<group>``);
 - ``GET /status/node?node=<id>[&diff=1]``: one proxy; with ``diff=1``, how its ACKed config
-  differs from the latest.
+  differs from the latest;
+- ``GET /``: the status page (``status_page.py``), which polls ``/status`` and
+  ``GET /status/routes[?limit=N]``: every route with its Accepted and Programmed conditions.
 
 Bind it to a private address: it changes nothing but sync timing, and shows route
 config, which is not secret but is internal.
@@ -25,6 +27,7 @@ from control_plane.model.conflicts import Conflict
 from control_plane.proxy_status import ProxyStatus
 from control_plane.render import resource_data
 from control_plane.sources.git import GitSource
+from control_plane.status_page import DEFAULT_LIMIT, page, route_rows
 
 
 class AdminView(Protocol):
@@ -108,12 +111,41 @@ def admin_routes(plane: AdminView) -> list[web.RouteDef]:
             body["diff"] = await asyncio.to_thread(node_diff, proxy, latest)
         return web.json_response(body)
 
+    async def routes(request: web.Request) -> web.Response:
+        try:
+            limit = int(request.query.get("limit", DEFAULT_LIMIT))
+        except ValueError:
+            return web.json_response({"error": "limit must be an integer"}, status=400)
+        snapshot = plane.cache.current("*")
+        latest = {group: versions.get("RDS", "") for group, versions in group_versions(plane, snapshot).items()}
+        body = route_rows(
+            model=snapshot.model if snapshot is not None else (),
+            quarantined=plane.quarantined,
+            rejected=kubernetes_rejected(plane.source_status()),
+            conflicts=plane.conflicts,
+            proxies=plane.status.proxies.values(),
+            latest_rds=latest,
+            limit=limit,
+        )
+        return web.json_response(body)
+
     return [
+        web.get("/", page),
         web.post("/sync", sync),
         web.get("/status", status),
+        web.get("/status/routes", routes),
         web.get("/status/node", node_status),
         web.get("/config", config),
     ]
+
+
+def kubernetes_rejected(sources: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Route objects a Kubernetes source refused (``namespace/name`` → why)."""
+    out: dict[str, str] = {}
+    for source in sources:
+        if source.get("kind") == "kubernetes":
+            out.update(source.get("rejected") or {})
+    return out
 
 
 def group_versions(plane: AdminView, default: Snapshot | None) -> dict[str, dict[str, str]]:

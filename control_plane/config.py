@@ -87,6 +87,11 @@ class ExtAuthz(Model):
     forward_headers: list[str] = []
     """Over HTTP, extra request headers the check sees: the ones ``header:<name>`` rate-limit
     keys on authenticated routes name."""
+    public_route_limits: bool = True
+    """Over HTTP, a public route's rate limits are decided by the same lean call (no token
+    is checked), instead of a gRPC call to ratelimit_svc: about a fifth of the CPU per
+    decision (bench/gateway.py). If the service cannot answer, such a route follows
+    ``rateLimit.failClosed``, as it would with ratelimit_svc. False: they stay there."""
     timeout: Duration = Millis(250)
     fail_open: bool = False
     """If the service cannot answer: false denies with 503 (default), true lets requests through."""
@@ -109,6 +114,35 @@ class AccessLogService(Model):
     """Bytes Envoy buffers before it sends (0: send each entry at once)."""
     flush_interval: Duration = Millis(1000)
     """Envoy sends a partly filled buffer after this long."""
+
+
+class Tracing(Model):
+    """W3C trace context and OTLP spans (docs/tracing.md): Envoy starts or continues a
+    ``traceparent`` on every request and reports its spans to an OpenTelemetry collector."""
+
+    otlp_address: HostPort
+    """The collector's OTLP/gRPC receiver (``host:port``, usually 4317)."""
+    sampling_percent: Annotated[float, Field(ge=0, le=100)] = 100.0
+    """Share of the requests that start a new trace which are sampled; a caller's sampled
+    ``traceparent`` is followed either way (Envoy's OpenTelemetry tracer honours the flag)."""
+    service_name: Annotated[str, Field(min_length=1, max_length=128)] = "gatehouse-gateway"
+    """``service.name`` of Envoy's spans."""
+    timeout: Duration = Millis(1000)
+    """How long Envoy waits for one export to the collector."""
+
+
+class Breakers(Model):
+    """The route breakers' detector (docs/circuit-breaker.md, "Detection")."""
+
+    tally_credential_file: str | None = None
+    """The bearer credential telemetry must send with its tallies (``POST /breakers/tallies``
+    on the admin address); relative to the config file's directory. Without it the
+    endpoint answers 503 and no breaker moves by itself."""
+    operator_credential_file: str | None = None
+    """The bearer credential an operator sends to open, close, half-open or release a
+    breaker (``POST /breakers/{namespace}/{name}/{action}``); relative to the config file's
+    directory. A credential of its own, not the tally one, so telemetry cannot pin a
+    breaker. Without it those calls answer 503; ``GET /breakers`` needs none."""
 
 
 class Debounce(Model):
@@ -176,12 +210,15 @@ class ControlPlaneConfig(Model):
     ext_authz: ExtAuthz | None = None
     rate_limit: RateLimitService | None = None
     access_log: AccessLogService | None = None
+    tracing: Tracing | None = None
+    """Distributed tracing over OTLP; None (the default): off, no trace work in Envoy."""
     audit: AuditOutput | None = None
     """Audit events (config applied, rejected, NACKed) to Kafka; without it, to the log."""
     node_groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")], Gateway] = {}
     """Envoys whose node.cluster names a group here listen where the group says; the rest
     use `gateway`. Routes, clusters and endpoints are the same for every group."""
     debounce: Debounce = Debounce()
+    breakers: Breakers = Breakers()
     sources: Sources
     base_dir: Annotated[str, Field(exclude=True)] = "."
 

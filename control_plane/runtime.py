@@ -19,9 +19,16 @@ from typing import Any
 import structlog
 
 from control_plane.admin_api import admin_routes
+from control_plane.breakers.board import BreakerBoard
+from control_plane.breakers import board_metrics
+from control_plane.breakers.detector import BreakerDetector
+from control_plane.breakers.operator_api import operator_endpoint
+from control_plane.breakers.rules import RulesOfSnapshot
+from control_plane.breakers.tally_api import TallyEndpoint
 from control_plane.cache.snapshot_cache import SnapshotCache
 from control_plane.config import ControlPlaneConfig
 from control_plane.model.conflicts import Conflict
+from control_plane.model.route import Route
 from control_plane.proxy_status import ProxyStatus
 from control_plane.server.ads import SERVICE_NAME as ADS_SERVICE
 from control_plane.server.ads import build_server
@@ -34,6 +41,7 @@ from control_plane.translator.from_config import gateway_settings, node_group_se
 from servicekit.admin_http import AdminServer
 from servicekit.audit import AuditSink
 from servicekit.audit_output import AuditChannel
+from servicekit.bearer import read_bearer_credential
 from servicekit.grpc_serving import GrpcServing
 
 log = structlog.get_logger(component="control_plane")
@@ -58,6 +66,16 @@ class ControlPlane:
             max_delay=config.debounce.max_delay.seconds,
         )
         self._pending: set[Source] = set(self._sources.every)
+        self.breakers = BreakerBoard()
+        self.detector = BreakerDetector(self.breakers, audit=self.audit)
+        credential = config.breakers.tally_credential_file
+        self._tallies = TallyEndpoint(
+            self.detector,
+            credential=read_bearer_credential(config.resolve(credential)) if credential is not None else None,
+            rules=RulesOfSnapshot(self._current_model),
+        )
+        self._operator = operator_endpoint(config, self.detector, RulesOfSnapshot(self._current_model), self.audit)
+        board_metrics.BOARD.watch(self.breakers, RulesOfSnapshot(self._current_model))
         self._started = time.monotonic()
 
     async def run(self) -> None:
@@ -71,7 +89,8 @@ class ControlPlane:
         grpc_server = build_server(self.cache, self.status, self.config.xds.address)
         # gRPC health says what /readyz says: NOT_SERVING until the first full sync is published.
         serving = GrpcServing(grpc_server, [ADS_SERVICE], self.readiness, what="xds")
-        admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=admin_routes(self))
+        routes = [*admin_routes(self), *self._tallies.routes(), *self._operator.routes()]
+        admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=routes)
         await serving.start()
         await admin.start()
         log.info("control_plane_started", xds=self.config.xds.address, admin=self.config.admin.address)
@@ -108,6 +127,10 @@ class ControlPlane:
         if self.cache.current("*") is None:
             return False, "no snapshot yet"
         return True, "ready"
+
+    def _current_model(self) -> tuple[Route, ...]:
+        snapshot = self.cache.current("*")
+        return snapshot.model if snapshot is not None else ()
 
     # -- what the admin API shows (AdminView) ----------------------------------------
 

@@ -41,6 +41,7 @@ from pydantic import Field, model_validator
 from limiter.config import Hybrid, Policies, Redis
 from servicekit.config_file import HostPort, Listen, load_config_file
 from servicekit.durations import Duration, Millis
+from servicekit.span_export import SpanExport
 from servicekit.model import Model
 from servicekit.audit_output import AuditOutput
 
@@ -125,6 +126,8 @@ class ExtAuthzConfig(Model):
     http: Http | None = None
     """Also serve Envoy's HTTP ext_authz protocol (the lean path): route rules over xDS,
     and the route's rate limits decided in the same call."""
+    tracing: SpanExport | None = None
+    """Report a span per check to an OTLP collector when Envoy traces the call (docs/tracing.md)."""
     workers: Annotated[int, Field(ge=1, le=256)] | None = None
     """Processes behind the ports (SO_REUSEPORT); None: the CPUs this process may use."""
     base_dir: Annotated[str, Field(exclude=True)] = "."

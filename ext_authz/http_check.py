@@ -17,6 +17,9 @@ Order, per request:
 3. ``user`` limits, keyed on the verified subject; a denial here gives step 1's hits back
    (a denied request uses nothing), as the RateLimitService does.
 
+A public route's policy (``auth.public``, through the second, fail-open ext_authz filter)
+stops after step 1: no token is read, no identity returned, ``user`` limits never apply.
+
 Answers: 200 with the identity headers (Envoy passes them upstream through
 ``allowed_upstream_headers``) and ``X-RateLimit-*`` of the binding limit (to the client
 through ``allowed_client_headers_on_success``); 401/403 with ``WWW-Authenticate`` and the
@@ -30,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -48,6 +52,8 @@ from limiter.policies import PolicySource, descriptor_key, limit_spec
 from limiter.verdict import Verdict, decide, merge, rate_limit_headers, refund
 from servicekit.http1_server import Request, response
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.span_export import SpanExporter
+from servicekit.trace_context import TRACEPARENT
 
 log = structlog.get_logger(component="ext_authz")
 
@@ -74,6 +80,8 @@ class RouteCheck:
     """audiences/scopes/roles, space-separated, as ``check_requirements`` reads them."""
     before_auth: tuple[RouteLimit, ...]
     after_auth: tuple[RouteLimit, ...]
+    public: bool = False
+    """No token: the call decides the route's limits only (``AuthRequirements.public``)."""
 
 
 def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
@@ -89,6 +97,7 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         requirements=requirements,
         before_auth=tuple(limit for limit in limits if limit.key != "user"),
         after_auth=tuple(limit for limit in limits if limit.key == "user"),
+        public=policy.auth.public,
     )
 
 
@@ -182,24 +191,43 @@ class HttpCheck:
         audit: DenialAudit,
         *,
         on_unknown_route: Callable[[str], None] | None = None,
+        spans: SpanExporter | None = None,
     ) -> None:
         self._authorizer = authorizer
         self._table = table
         self._limiter = limiter
         self._audit = audit
         self._allowed = metrics.DECISIONS.labels("allow", "ok")
+        self._public = metrics.DECISIONS.labels("allow", "public")
         self._identity: dict[tuple[bytes, str], bytes] = {}
         self._unknown_logged: set[str] = set()
         self._on_unknown_route = on_unknown_route
+        self._spans = spans
 
     async def __call__(self, request: Request) -> bytes:
         headers = request.headers
         request_id = headers.get(REQUEST_ID_HEADER, "")[:MAX_LOGGED_REQUEST_ID]
         bound = bind_contextvars(request_id=request_id)
         try:
-            return await self._check(headers, request_id)
+            if self._spans is None:
+                return await self._check(headers, request_id)
+            start = time.time_ns()
+            answer = await self._check(headers, request_id)
+            self._span(self._spans, headers, answer, start)
+            return answer
         finally:
             reset_contextvars(**bound)
+
+    @staticmethod
+    def _span(spans: SpanExporter, headers: Mapping[str, str], answer: bytes, start: int) -> None:
+        """The check as a child of Envoy's span for this call (its ``traceparent``)."""
+        status = int(answer[9:12])
+        spans.record(
+            headers.get(TRACEPARENT), "ext_authz check", start, time.time_ns(),
+            (("gatehouse.route", headers.get(ROUTE_HEADER, "")), ("gatehouse.decision", "allow" if status == 200 else "deny"),
+             ("http.response.status_code", status)),
+            error=status >= 500,
+        )
 
     async def _check(self, headers: Mapping[str, str], request_id: str) -> bytes:
         route_id = headers.get(ROUTE_HEADER, "")
@@ -209,6 +237,12 @@ class HttpCheck:
         first = await self._limits(route.before_auth, headers, None)
         if first is not None and first.denied:
             return self._too_many(first, request_id)
+        if route.public:
+            # No identity to send: a public route's `user` limits never apply (as with
+            # ratelimit_svc, whose descriptor needs the x-user-id a token would have set).
+            self._public.inc()
+            limits = _header_lines(rate_limit_headers(first.binding, denied=False)) if first and first.binding else b""
+            return b"HTTP/1.1 200 OK\r\n" + limits + b"content-length: 0\r\n\r\n"
         try:
             identity, token = await self._authorizer.decide(headers, route.requirements)
         except AuthzError as exc:

@@ -196,7 +196,7 @@ class RedisRevocationStore:
         finally:
             try:
                 async with asyncio.timeout(self.timeout):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis 8
             except REDIS_ERRORS:
                 pass
 

@@ -39,6 +39,7 @@ from servicekit.workers import announce_admin_port, worker_index
 from servicekit.audit import AuditSink
 from servicekit.grpc_serving import GrpcServing, service_full_name
 from servicekit.audit_output import AuditChannel
+from servicekit.span_export import SpanExporter
 
 log = structlog.get_logger(component="ext_authz")
 
@@ -76,7 +77,7 @@ class ExtAuthz:
             return False, "no route table from the control plane yet"
         return True, "ready"
 
-    def _http_check(self, authorizer: Authorizer, service: AuthorizationService) -> Http1Server:
+    def _http_check(self, authorizer: Authorizer, service: AuthorizationService, spans: SpanExporter | None) -> Http1Server:
         """The lean HTTP transport: the route table from the control plane, the limiter."""
         http = self.config.http
         assert http is not None
@@ -85,7 +86,7 @@ class ExtAuthz:
         if http.rate_limit is not None:
             limiter = build_limiter(http.rate_limit.redis, http.rate_limit.hybrid, expected_instances=http.rate_limit.expected_instances)
         self.routes = RouteSubscription(table, http.routes, limiter)
-        handler = HttpCheck(authorizer, table, limiter, service.denial_audit)
+        handler = HttpCheck(authorizer, table, limiter, service.denial_audit, spans=spans)
         return Http1Server(http.listen, handler)
 
     async def run(self) -> None:
@@ -115,7 +116,8 @@ class ExtAuthz:
             authorizer = Authorizer(verifier, {i.issuer: i for i in config.issuers}, self.mirror)
             shared = worker_index() is not None
             server = grpc.aio.server(options=[("grpc.so_reuseport", 1 if shared else 0)])
-            service = AuthorizationService(authorizer, self.audit)
+            spans = SpanExporter(config.tracing) if config.tracing is not None else None
+            service = AuthorizationService(authorizer, self.audit, spans=spans)
             external_auth_pb2_grpc.add_AuthorizationServicer_to_server(service, server)
             try:
                 server.add_insecure_port(config.listen)
@@ -129,10 +131,12 @@ class ExtAuthz:
                     raise ValueError("admin: needs revocation: (the admin API manages revocations)")
                 credential = read_credential(config.resolve(config.admin.credential_file))
                 admin = build_admin_server(self.mirror, self.audit, credential, config.admin.listen, reuse_port=shared)
-            check_server = self._http_check(authorizer, service) if config.http is not None else None
+            check_server = self._http_check(authorizer, service, spans) if config.http is not None else None
             await serving.start()
             await http.start()
             announce_admin_port(http.port)
+            if spans is not None:
+                spans.start()
             if admin is not None:
                 await admin.start()
             if check_server is not None:
@@ -156,6 +160,8 @@ class ExtAuthz:
                     await admin.stop()
                 await http.stop()
                 await serving.stop(grace=1.0)
+                if spans is not None:
+                    await spans.stop()
                 if self.mirror is not None:
                     await self.mirror.stop()
                 for keys in self.keys:

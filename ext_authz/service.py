@@ -33,6 +33,8 @@ from ext_authz.revocation_mirror import RevocationMirror
 from ext_authz.tokens import TokenVerifier
 from ext_authz.denial_audit import DenialAudit
 from servicekit.audit import AuditSink
+from servicekit.span_export import SpanExporter
+from servicekit.trace_context import call_traceparent
 
 log = structlog.get_logger(component="ext_authz")
 
@@ -90,15 +92,30 @@ class Authorizer:
 
 
 class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # type: ignore[misc]
-    def __init__(self, authorizer: Authorizer, audit: AuditSink | DenialAudit) -> None:
+    def __init__(self, authorizer: Authorizer, audit: AuditSink | DenialAudit, *, spans: SpanExporter | None = None) -> None:
         self._authorizer = authorizer
         self._audit = audit if isinstance(audit, DenialAudit) else DenialAudit(audit)
         self._allowed = metrics.DECISIONS.labels("allow", "ok")
         self._responses: dict[tuple[bytes, str], external_auth_pb2.CheckResponse] = {}
+        self._spans = spans
 
     async def Check(  # noqa: N802 - gRPC method name
         self, request: external_auth_pb2.CheckRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> external_auth_pb2.CheckResponse:
+        if self._spans is None:
+            return await self._check(request)
+        start = time.time_ns()
+        response = await self._check(request)
+        allowed = response.status.code == 0
+        self._spans.record(
+            call_traceparent(context), "ext_authz check", start, time.time_ns(),
+            (("gatehouse.route", request.attributes.context_extensions.get("route", "")),
+             ("gatehouse.decision", "allow" if allowed else "deny"), ("rpc.grpc.status_code", 0)),
+            error=response.status.code == 14,
+        )
+        return response
+
+    async def _check(self, request: external_auth_pb2.CheckRequest) -> external_auth_pb2.CheckResponse:
         attributes = request.attributes
         headers = attributes.request.http.headers
         request_id = headers.get(REQUEST_ID_HEADER, "")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from gatehouse import __version__
 from gatehouse.commands import (
     bootstrap,
+    breaker,
     control_plane,
     crd,
     dev,
@@ -23,7 +24,7 @@ from gatehouse.commands import (
 )
 from servicekit.logs import configure_logging
 
-COMMANDS = (control_plane, ext_authz, ratelimit, telemetry, validate, render, bootstrap, crd, status, dev, revocations, token)
+COMMANDS = (control_plane, ext_authz, ratelimit, telemetry, validate, render, bootstrap, crd, status, breaker, dev, revocations, token)
 
 
 def build_parser() -> argparse.ArgumentParser:

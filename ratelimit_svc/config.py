@@ -19,6 +19,7 @@ from pydantic import Field
 from limiter.config import Hybrid, Policies, Redis
 from servicekit.config_file import HostPort, Listen, load_config_file
 from servicekit.model import Model
+from servicekit.span_export import SpanExport
 
 
 class RateLimitConfig(Model):
@@ -28,6 +29,8 @@ class RateLimitConfig(Model):
     expected_instances: Annotated[int, Field(ge=1)] = 1
     hybrid: Hybrid = Hybrid()
     policies: Policies
+    tracing: SpanExport | None = None
+    """Report a span per decision to an OTLP collector when Envoy traces the call (docs/tracing.md)."""
     base_dir: Annotated[str, Field(exclude=True)] = "."
 
 

@@ -17,6 +17,7 @@ from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
 
 from servicekit.admin_http import AdminServer
 from servicekit.grpc_serving import GrpcServing, service_full_name
+from servicekit.span_export import SpanExporter
 from ratelimit_svc.config import RateLimitConfig
 from limiter.config import build_limiter
 from limiter.policies import PolicySource
@@ -47,7 +48,8 @@ class RateLimitProcess:
         config = self.config
         limiter = build_limiter(config.redis, config.hybrid, expected_instances=config.expected_instances)
         server = grpc.aio.server()
-        rls_pb2_grpc.add_RateLimitServiceServicer_to_server(RateLimitService(limiter, self.table), server)
+        spans = SpanExporter(config.tracing) if config.tracing is not None else None
+        rls_pb2_grpc.add_RateLimitServiceServicer_to_server(RateLimitService(limiter, self.table, spans=spans), server)
         try:
             server.add_insecure_port(config.listen)
         except RuntimeError as exc:
@@ -57,6 +59,8 @@ class RateLimitProcess:
         policies = asyncio.create_task(self.policies.run(), name="policies")
         await serving.start()
         await http.start()
+        if spans is not None:
+            spans.start()
         log.info("ratelimit_started", listen=config.listen, redis=_redacted(config.redis.url))
         gc.collect()
         gc.freeze()
@@ -66,6 +70,8 @@ class RateLimitProcess:
             policies.cancel()
             await serving.stop(grace=1.0)
             await limiter.close()  # hybrid: unused reserved tokens go back
+            if spans is not None:
+                await spans.stop()
             await http.stop()
 
 

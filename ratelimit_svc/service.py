@@ -10,6 +10,7 @@ request is not counted against the limits that passed it (``Limiter.refund``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,8 @@ from limiter.model import Decision, LimitSpec
 from limiter.policies import descriptor_key, parse_policies
 from limiter.verdict import decide, rate_limit_headers
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.span_export import SpanExporter
+from servicekit.trace_context import call_traceparent
 
 log = structlog.get_logger(component="ratelimit")
 
@@ -92,13 +95,29 @@ def _header(key: str, value: str) -> base_pb2.HeaderValue:
 
 
 class RateLimitService(rls_pb2_grpc.RateLimitServiceServicer):  # type: ignore[misc]
-    def __init__(self, limiter: Limiter, table: PolicyTable) -> None:
+    def __init__(self, limiter: Limiter, table: PolicyTable, *, spans: SpanExporter | None = None) -> None:
         self._limiter = limiter
         self._table = table
+        self._spans = spans
 
     async def ShouldRateLimit(  # noqa: N802 - gRPC method name
         self, request: rls_pb2.RateLimitRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> rls_pb2.RateLimitResponse:
+        if self._spans is None:
+            return await self._decide(request)
+        start = time.time_ns()
+        response = await self._decide(request)
+        entries = request.descriptors[0].entries if request.descriptors else ()
+        limit = entries[0].value if entries and entries[0].key == LIMIT_ENTRY else ""
+        self._spans.record(
+            call_traceparent(context), "ratelimit decision", start, time.time_ns(),
+            (("gatehouse.route", limit.partition("#")[0]),
+             ("gatehouse.decision", "over_limit" if response.overall_code == _OVER else "ok"),
+             ("gatehouse.descriptors", len(request.descriptors))),
+        )
+        return response
+
+    async def _decide(self, request: rls_pb2.RateLimitRequest) -> rls_pb2.RateLimitResponse:
         if request.domain != DOMAIN:
             return rls_pb2.RateLimitResponse(overall_code=_OK)
         cost = request.hits_addend or 1

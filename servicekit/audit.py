@@ -29,6 +29,7 @@ ADMIN_CALL: Final = "admin.call"
 CONFIG_APPLIED: Final = "config.applied"
 CONFIG_REJECTED: Final = "config.rejected"
 CONFIG_NACKED: Final = "config.nacked"
+BREAKER_TRANSITION: Final = "breaker.transition"
 
 Detail = str | int | float | bool | None
 

@@ -17,6 +17,7 @@ import time
 from typing import Any, Final
 
 from envoy.data.accesslog.v3 import accesslog_pb2
+from google.protobuf import wrappers_pb2
 
 from servicekit.kafka import SCHEMA_VERSION
 from telemetry.response_flags import short_codes
@@ -67,6 +68,55 @@ def _trace_id(headers: Any) -> str | None:
     return str(b3) if b3 else None
 
 
+_AUTH_US: Final = "gatehouse.latency.auth_us"
+_PUBLIC_LIMITS_US: Final = "gatehouse.latency.public_limits_us"
+_RATE_LIMIT_START: Final = "gatehouse.latency.rate_limit_start"
+_RATE_LIMIT_END: Final = "gatehouse.latency.rate_limit_end"
+"""Filter-state keys the translator's latency stamps write (control_plane/translator/latency_stamps.py)."""
+
+
+def _stamp(states: Any, key: str) -> float | None:
+    """One stamp's number: Envoy sends each as a packed ``google.protobuf.StringValue``,
+    whose bytes are read directly (field 1, a short length, the text): a third of the cost
+    of ``Any.Unpack`` here, once per stamp per entry."""
+    packed = states.get(key)
+    if packed is None:
+        return None
+    raw = packed.value
+    if len(raw) < 2 or raw[0] != 0x0A or raw[1] != len(raw) - 2:
+        value = wrappers_pb2.StringValue()
+        if not packed.Unpack(value):
+            return None
+        raw = value.value.encode()
+    else:
+        raw = raw[2:]
+    try:
+        return float(raw)
+    except ValueError:
+        return None
+
+
+def _check_latencies(common: Any, total_ms: float | None) -> tuple[float | None, float | None]:
+    """(auth, rate_limit) in ms from the stamps; (None, None) when there are none.
+
+    A request the ratelimit filter refused (429, flag ``RL``) has no end stamp: its stage
+    ends with the response, so it runs to the request's start plus ``total``."""
+    states = common.filter_state_objects
+    if not states:
+        return None, None
+    auth_us = _stamp(states, _AUTH_US)
+    auth = round(auth_us / 1000, 3) if auth_us is not None else None
+    limits_us = _stamp(states, _PUBLIC_LIMITS_US)
+    if limits_us is not None:
+        return auth, round(limits_us / 1000, 3)
+    start, end = _stamp(states, _RATE_LIMIT_START), _stamp(states, _RATE_LIMIT_END)
+    if end is None and start is not None and total_ms is not None and common.response_flags.rate_limited:
+        began = common.start_time
+        end = began.seconds + began.nanos / 1e9 + total_ms / 1000
+    rate_limit = round(max(0.0, end - start) * 1000, 3) if start is not None and end is not None else None
+    return auth, rate_limit
+
+
 def _int_or_none(text: str | None) -> int | None:
     if not text:
         return None
@@ -97,6 +147,8 @@ def access_event_dict(entry: accesslog_pb2.HTTPAccessLogEntry) -> dict[str, Any]
         total = common.duration
         total_ms = round((total.seconds * 1_000_000_000 + total.nanos) / 1e6, 3)
 
+    auth_ms, rate_limit_ms = _check_latencies(common, total_ms)
+
     upstream = common.upstream_remote_address.socket_address
     upstream_address = upstream.address
     flags = common.response_flags
@@ -116,7 +168,7 @@ def access_event_dict(entry: accesslog_pb2.HTTPAccessLogEntry) -> dict[str, Any]
         "route": common.route_name or None,
         "upstream_cluster": common.upstream_cluster or None,
         "upstream_host": f"{upstream_address}:{upstream.port_value}" if upstream_address else None,
-        "latency_ms": {"total": total_ms, "upstream": upstream_ms},
+        "latency_ms": {"total": total_ms, "upstream": upstream_ms, "auth": auth_ms, "rate_limit": rate_limit_ms},
         "request_bytes": request.request_body_bytes,
         "response_bytes": response.response_body_bytes,
         "response_flags": short_codes(flags) if flags.ByteSize() else [],

@@ -14,6 +14,11 @@
       # stdout: {}
     buffer: {maxEvents: 10000, batchSize: 500}
     audit: {spoolDir: /var/lib/gatehouse/audit-spool, maxPending: 10000, spoolMaxBytes: 1073741824}
+    breakerTallies:                        # route breakers' counts to the control plane (optional)
+      controlPlane: [http://gatehouse-control-plane:19000]   # its admin address; every replica
+      credentialFile: /etc/gatehouse/breaker-tallies/credential
+      flushInterval: 200ms
+      timeout: 1s
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Annotated
 from pydantic import Field, model_validator
 
 from servicekit.audit_output import Audit
+from servicekit.durations import Duration, Millis
 from servicekit.config_file import HostPort, Listen, load_config_file
 from servicekit.kafka import KafkaSink
 from servicekit.model import Model
@@ -55,12 +61,27 @@ class Buffer(Model):
     batch_size: Annotated[int, Field(ge=1, le=100_000)] = 500
 
 
+class BreakerTallies(Model):
+    """Where the route breakers' tallies go (docs/circuit-breaker.md, "Detection")."""
+
+    control_plane: Annotated[
+        list[Annotated[str, Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=512)]],
+        Field(min_length=1, max_length=16),
+    ]
+    """The control plane's admin base URL, once per replica (each keeps its own board)."""
+    credential_file: Annotated[str, Field(min_length=1)]
+    """The control plane's ``breakers.tallyCredentialFile`` credential; relative to this file."""
+    flush_interval: Annotated[Duration, Field(ge=20, le=10_000)] = Millis(200)
+    timeout: Annotated[Duration, Field(ge=10, le=30_000)] = Millis(1000)
+
+
 class TelemetryConfig(Model):
     listen: HostPort = "127.0.0.1:8083"
     metrics: Listen = Listen(listen="127.0.0.1:9195")
     sink: Sink
     buffer: Buffer = Buffer()
     audit: Audit = Audit()
+    breaker_tallies: BreakerTallies | None = None
     base_dir: Annotated[str, Field(exclude=True)] = "."
 
     def resolve(self, path: str) -> Path:

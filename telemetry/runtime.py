@@ -11,6 +11,7 @@ servicekit/grpc_serving.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from pathlib import Path
 
@@ -21,7 +22,10 @@ from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 from servicekit.admin_http import AdminServer
 from servicekit.grpc_serving import GrpcServing, service_full_name
 from telemetry.als import AccessLogService
+from telemetry.breaker_flush import TallyFlusher
+from telemetry.breaker_tallies import BreakerTallies
 from telemetry.buffer import EventBuffer
+from servicekit.bearer import read_bearer_credential
 from servicekit.kafka import KafkaSink
 from telemetry.config import TelemetryConfig
 from servicekit.kafka import ProducerFactory, aiokafka_factory
@@ -66,6 +70,19 @@ class TelemetryProcess:
         self.buffer = EventBuffer(max_events=config.buffer.max_events)
         self.writer = build_writer(config)
         self.listening = False
+        self.tallies = BreakerTallies()
+        tally = config.breaker_tallies
+        self.flusher = (
+            TallyFlusher(
+                self.tallies,
+                urls=tally.control_plane,
+                credential=read_bearer_credential(config.resolve(tally.credential_file)),
+                interval=tally.flush_interval.seconds,
+                timeout=tally.timeout.seconds,
+            )
+            if tally is not None
+            else None
+        )
 
     def readiness(self) -> tuple[bool, str]:
         if not self.listening:
@@ -75,7 +92,7 @@ class TelemetryProcess:
     async def run(self) -> None:
         config = self.config
         server = grpc.aio.server()
-        als_pb2_grpc.add_AccessLogServiceServicer_to_server(AccessLogService(self.buffer), server)
+        als_pb2_grpc.add_AccessLogServiceServicer_to_server(AccessLogService(self.buffer, self.tallies), server)
         try:
             server.add_insecure_port(config.listen)
         except RuntimeError as exc:
@@ -86,6 +103,7 @@ class TelemetryProcess:
         pipeline = asyncio.create_task(
             AccessLogPipeline(self.buffer, self.writer, batch_size=config.buffer.batch_size).run(), name="access-log"
         )
+        flusher = asyncio.create_task(self.flusher.run(), name="breaker-tallies") if self.flusher else None
         await serving.start()
         await http.start()
         self.listening = True
@@ -99,6 +117,10 @@ class TelemetryProcess:
             self.listening = False
             await serving.stop(grace=1.0)
             pipeline.cancel()
+            if flusher is not None:
+                flusher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await flusher
             try:
                 await pipeline
             except asyncio.CancelledError:

@@ -54,6 +54,9 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             out[key] = _structural(value, defs)
         elif key == "x-kubernetes-validations":
             out[key] = value
+        elif key == "const":
+            # JSONSchemaProps has no const (the API server refuses the CRD): a one-value enum.
+            out["enum"] = [value]
         else:
             out[key] = _structural(value, defs)
     return out

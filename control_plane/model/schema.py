@@ -7,6 +7,7 @@ names follow the YAML (camelCase); the Python attribute names are snake_case.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from typing import Annotated, Literal
 
@@ -389,8 +390,69 @@ class Retries(Model):
         return data
 
 
+BREAKER_FAILURES = ("5xx", "reset", "timeout", "connect-failure")
+"""What ``errorRate.failOn`` may name besides single status codes (400-599)."""
+
+
+def _breaker_failure(value: str) -> str:
+    if value in BREAKER_FAILURES or (_STATUS_CODE.match(value) and 400 <= int(value) <= 599):
+        return value
+    raise ValueError(f"{value!r} is not one of {', '.join(BREAKER_FAILURES)} or a status code from 400 to 599")
+
+
+class ErrorRate(Model):
+    """The three-state breaker (CLOSED, OPEN, HALF_OPEN) of Resilience4j, judged from the
+    access-log stream over every gateway: one downstream request is one call, however many
+    times Envoy retried it.
+
+    The window is either a time (``window``) or the last ``windowCalls`` calls. The breaker
+    opens when, with at least ``minimumCalls`` calls in the window, the failure rate reaches
+    ``failureRateThreshold`` percent, or (with ``slowCallDuration``) the share of calls
+    slower than it reaches ``slowCallRateThreshold`` percent. After ``waitInOpen`` it lets
+    ``halfOpenProbes`` requests through per gateway: all succeed, CLOSED; one fails, OPEN.
+    """
+
+    model_config = cel(
+        ("has(self.window) != has(self.windowCalls)", "set exactly one of window or windowCalls"),
+        ("!has(self.slowCallRateThreshold) || has(self.slowCallDuration)", "slowCallRateThreshold needs slowCallDuration"),
+    )
+
+    window: Duration | None = None
+    window_calls: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
+    minimum_calls: Annotated[int, Field(ge=1, le=1_000_000)] = 20
+    failure_rate_threshold: Annotated[int, Field(ge=1, le=100)] = 50
+    slow_call_duration: Duration | None = None
+    slow_call_rate_threshold: Annotated[int, Field(ge=1, le=100)] | None = None
+    """Percent; defaults to 100 when ``slowCallDuration`` is set (Resilience4j's default)."""
+    wait_in_open: Duration = Millis(30_000)
+    half_open_probes: Annotated[int, Field(ge=1, le=1000)] = 3
+    fail_on: Annotated[
+        list[Annotated[str, BeforeValidator(_status_code_as_text), AfterValidator(_breaker_failure)]],
+        AfterValidator(_unique),
+        Field(min_length=1, max_length=32),
+    ] = ["5xx", "reset", "timeout", "connect-failure"]
+
+    @model_validator(mode="after")
+    def _one_window(self) -> ErrorRate:
+        if (self.window is None) == (self.window_calls is None):
+            raise ValueError("set exactly one of window or windowCalls")
+        if self.slow_call_rate_threshold is not None and self.slow_call_duration is None:
+            raise ValueError("slowCallRateThreshold needs slowCallDuration")
+        for name, value, low, high in (
+            ("window", self.window, 1000, 600_000),
+            ("slowCallDuration", self.slow_call_duration, 1, 3_600_000),
+            ("waitInOpen", self.wait_in_open, 1000, 3_600_000),
+        ):
+            if value is not None and not low <= value <= high:
+                raise ValueError(
+                    f"{name} ({human_duration_ms(value)}) must be from {human_duration_ms(low)} to {human_duration_ms(high)}"
+                )
+        return self
+
+
 class CircuitBreaker(Model):
-    """The service's bulkhead: Envoy's thresholds on its cluster, once per routing priority.
+    """The service's bulkhead: Envoy's thresholds on its cluster, once per routing priority;
+    and, with ``errorRate``, the route's three-state breaker.
 
     Unset limits keep Envoy's defaults (1024 each). Without ``maxRetries`` the cluster gets
     a retry budget (20% of active requests, at least 3 concurrent retries) instead of a
@@ -401,6 +463,104 @@ class CircuitBreaker(Model):
     max_pending_requests: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
     max_requests: Annotated[int, Field(ge=1, le=1_000_000_000)] | None = None
     max_retries: Annotated[int, Field(ge=0, le=1_000_000_000)] | None = None
+    error_rate: ErrorRate | None = None
+
+
+BACK_PRESSURE_FAILURES = ("5xx",)
+"""What ``backPressure.failOn`` may name besides single status codes (400-599)."""
+
+
+def _back_pressure_failure(value: str) -> str:
+    if value in BACK_PRESSURE_FAILURES or (_STATUS_CODE.match(value) and 400 <= int(value) <= 599):
+        return value
+    raise ValueError(f"{value!r} is not 5xx or a status code from 400 to 599")
+
+
+class BackPressure(Model):
+    """Client-side throttling (Envoy's admission control, the Google SRE book's adaptive
+    throttling) of the route's backend services: when the share of successful answers over
+    the last ``window`` falls below ``successRateThreshold`` percent, the gateway refuses a
+    growing share of requests itself (503 ``back_pressure``) instead of sending them, at
+    most ``maxRejectionProbability`` percent, and never while the service gets fewer than
+    ``minRequestsPerSecond`` on average. ``aggression`` (at least 1) makes refusals start
+    sooner as the success rate falls. ``failOn``: the answers that count as failures;
+    resets and timeouts always do. Counted per backend service port and per Envoy worker,
+    so routes to the same service port must agree on it."""
+
+    model_config = cel(
+        (
+            "!has(self.window) || (duration(self.window) >= duration('1s') && duration(self.window) <= duration('10m'))",
+            "window must be from 1s to 10m",
+        ),
+    )
+
+    success_rate_threshold: Annotated[int, Field(ge=1, le=100)] = 95
+    window: Duration = Millis(30_000)
+    aggression: Annotated[float, Field(ge=1, le=10)] = 1.0
+    max_rejection_probability: Annotated[int, Field(ge=1, le=100)] = 80
+    min_requests_per_second: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    fail_on: Annotated[
+        list[Annotated[str, BeforeValidator(_status_code_as_text), AfterValidator(_back_pressure_failure)]],
+        AfterValidator(_unique),
+        Field(min_length=1, max_length=32),
+    ] = ["5xx", "429"]
+
+    def __hash__(self) -> int:
+        # A cluster's merged policy is a dict key; the list field would make it unhashable.
+        return hash((self.success_rate_threshold, self.window, self.aggression, self.max_rejection_probability,
+                     self.min_requests_per_second, tuple(self.fail_on)))
+
+    @model_validator(mode="after")
+    def _window(self) -> BackPressure:
+        if not 1000 <= self.window <= 600_000:
+            raise ValueError(f"window ({human_duration_ms(self.window)}) must be from 1s to 10m")
+        return self
+
+
+class FallbackResponse(Model):
+    """A static answer. The body is text so that the CRD schema stays structural; with the
+    default content type it must be a JSON document."""
+
+    status: Annotated[int, Field(ge=200, le=599)] = 200
+    headers: dict[SettableHeaderName, HeaderValue] = Field(default_factory=dict, max_length=32)
+    body: Annotated[str, Field(max_length=65_536)] = "{}"
+    content_type: HeaderValue = "application/json"
+
+    @model_validator(mode="after")
+    def _json_body(self) -> FallbackResponse:
+        if self.content_type.split(";")[0].strip().lower() == "application/json":
+            try:
+                json.loads(self.body)
+            except ValueError as error:
+                raise ValueError(f"body: not a JSON document ({error}); set contentType for another kind") from None
+        if "content-type" in self.headers:
+            raise ValueError("headers: set content-type with contentType")
+        return self
+
+
+class Fallback(Model):
+    """What a route answers while its breaker is OPEN (and to requests a HALF_OPEN breaker
+    does not admit as probes): exactly one of a static ``response``, a fallback ``backend``,
+    or ``circuitOpen`` (a JSON 503 ``circuit_open`` with ``Retry-After``; the default, and
+    the right one where a stale answer is wrong, such as payments)."""
+
+    model_config = cel(
+        (
+            "(has(self.response) ? 1 : 0) + (has(self.backend) ? 1 : 0) + (has(self.circuitOpen) ? 1 : 0) == 1",
+            "set exactly one of response, backend, circuitOpen",
+        ),
+    )
+
+    response: FallbackResponse | None = None
+    backend: Backend | None = None
+    circuit_open: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Fallback:
+        chosen = [k for k in ("response", "backend", "circuitOpen") if getattr(self, to_snake(k)) is not None]
+        if len(chosen) != 1:
+            raise ValueError(f"set exactly one of response, backend, circuitOpen (got {chosen or 'none'})")
+        return self
 
 
 class FailurePercentage(Model):
@@ -517,6 +677,46 @@ class Shield(Model):
         return self
 
 
+CACHE_TTL_MIN_MS = 1_000
+CACHE_TTL_MAX_MS = 86_400_000
+VARY_BY_USER_UNSUPPORTED = (
+    "varyByUser: not available yet: keying the cache by the verified user needs a Vary-keyed entry, "
+    "and Envoy 1.40's cache crashes on those (segfault, checked); only public routes are cached"
+)
+
+
+class Cache(Model):
+    """Answers kept in each Envoy's memory and served again without calling the backend
+    (Envoy's cache filter). Only GET and HEAD; the upstream's ``Cache-Control`` decides
+    (``no-store`` and ``private`` are never kept, its ``max-age`` wins); ``ttl`` is the
+    freshness of an answer whose upstream sent no ``Cache-Control`` at all. Only public
+    routes (``auth.required: false``) cache: one user's answer must never reach another.
+    ``varyByUser`` (one entry per verified user) is reserved and refused for now: it needs
+    Vary-keyed entries, which crash Envoy 1.40's cache."""
+
+    model_config = cel(
+        (
+            "duration(self.ttl) >= duration('1s') && duration(self.ttl) <= duration('24h')",
+            "ttl must be from 1s to 24h",
+        ),
+        ("!has(self.varyByUser) || !self.varyByUser", VARY_BY_USER_UNSUPPORTED),
+    )
+
+    ttl: Duration
+    vary_by_user: bool = False
+
+    @model_validator(mode="after")
+    def _ttl(self) -> Cache:
+        if not CACHE_TTL_MIN_MS <= self.ttl <= CACHE_TTL_MAX_MS:
+            raise ValueError(f"ttl ({human_duration_ms(self.ttl)}) must be from 1s to 24h")
+        if self.vary_by_user:
+            raise ValueError(VARY_BY_USER_UNSUPPORTED)
+        return self
+
+
+CACHE_METHODS = ("GET", "HEAD")
+
+
 class Disabled(Model):
     """Answer directly, without an upstream: a feature flag or a maintenance page."""
 
@@ -526,6 +726,10 @@ class Disabled(Model):
 
 class RouteSpec(Model):
     model_config = cel(
+        (
+            "!has(self.fallback) || (has(self.circuitBreaker) && has(self.circuitBreaker.errorRate))",
+            "fallback: a fallback is served only by a breaker; set circuitBreaker.errorRate",
+        ),
         (
             "has(self.disabled) || (has(self.backends) && size(self.backends) > 0)",
             "at least one backend is required (or set disabled)",
@@ -546,6 +750,24 @@ class RouteSpec(Model):
             "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only (POST and PATCH with "
             "retries.idempotencyKeyHeader); this route matches none of them",
         ),
+        (
+            "!has(self.cache) || (has(self.auth) && has(self.auth.required) && !self.auth.required)",
+            "cache: this route requires a token; only public routes (auth.required: false) are cached",
+        ),
+        (
+            "!has(self.cache) || !has(self.match.methods) || size(self.match.methods) == 0"
+            " || self.match.methods.exists(m, m in ['GET', 'HEAD'])",
+            "cache: only GET and HEAD answers are cached; this route matches neither",
+        ),
+        (
+            "!has(self.cache) || (!has(self.rewrite) && !has(self.retries) && !has(self.disabled)"
+            " && (!has(self.timeouts) || !has(self.timeouts.perTry)) && (!has(self.backends) || size(self.backends) <= 1)"
+            " && (!has(self.headers) || !has(self.headers.request)"
+            " || ((!has(self.headers.request.set) || size(self.headers.request.set) == 0)"
+            " && (!has(self.headers.request.remove) || size(self.headers.request.remove) == 0))))",
+            "cache: Envoy's cache fetches a miss itself, past the route's rewrite, retries, perTry timeout, "
+            "request headers and backend weights; a cached route has one backend and none of these",
+        ),
     )
 
     hosts: Annotated[list[HostName], AfterValidator(_unique), Field(max_length=64)] = []
@@ -558,15 +780,22 @@ class RouteSpec(Model):
     timeouts: Timeouts = Field(default_factory=lambda: _NO_TIMEOUTS)
     retries: Retries | None = None
     circuit_breaker: CircuitBreaker | None = None
+    back_pressure: BackPressure | None = None
+    fallback: Fallback | None = None
+    """Served only while ``circuitBreaker.errorRate`` holds the route OPEN (or HALF_OPEN)."""
     outlier_detection: OutlierDetection | None = None
     health_check: HealthCheck | None = None
     priority: Literal["critical", "high", "normal", "low"] = "normal"
     access: Access | None = None
     shield: Shield | None = None
+    cache: Cache | None = None
+    """Per-route response cache; see ``Cache``."""
     disabled: Disabled | None = None
 
     @model_validator(mode="after")
     def _cross_field(self) -> RouteSpec:
+        if self.fallback is not None and (self.circuit_breaker is None or self.circuit_breaker.error_rate is None):
+            raise ValueError("fallback: a fallback is served only by a breaker; set circuitBreaker.errorRate")
         if self.disabled is None:
             if not self.backends:
                 raise ValueError("backends: at least one backend is required (or set disabled)")
@@ -592,6 +821,8 @@ class RouteSpec(Model):
                     "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only "
                     "(POST and PATCH too with retries.idempotencyKeyHeader)"
                 )
+        if self.cache is not None:
+            self._check_cache(self.cache)
         timeouts = self.timeouts
         request = timeouts.request if timeouts.request is not None else REQUEST_TIMEOUT_MS
         retried = self.retries is not None and self.retries.attempts > 0
@@ -602,6 +833,37 @@ class RouteSpec(Model):
                 f"({human_duration_ms(PER_TRY_TIMEOUT_MS)}, the default with retries); set timeouts.perTry"
             )
         return self
+
+
+    def _check_cache(self, cache: Cache) -> None:
+        if self.auth.required:
+            raise ValueError(
+                "cache: this route requires a token (auth.required, the default), and a cached answer "
+                "could reach another user; only public routes (auth.required: false) are cached"
+            )
+        if self.match.methods and not set(self.match.methods) & set(CACHE_METHODS):
+            raise ValueError(
+                f"cache: only GET and HEAD answers are cached; this route matches {', '.join(self.match.methods)}"
+            )
+        # Envoy's cache filter sends a miss upstream itself (its own async request to the
+        # route's cluster), past the route action: these would silently not apply.
+        bypassed = [
+            name
+            for name, used in (
+                ("rewrite", self.rewrite is not None),
+                ("retries", self.retries is not None),
+                ("timeouts.perTry", self.timeouts.per_try is not None),
+                ("headers.request", bool(self.headers.request.set or self.headers.request.remove)),
+                ("more than one backend", len(self.backends) > 1),
+                ("disabled", self.disabled is not None),
+            )
+            if used
+        ]
+        if bypassed:
+            raise ValueError(
+                f"cache: cannot be combined with {', '.join(bypassed)}: Envoy's cache fetches a miss itself, "
+                "past the route's rewrite, retries, perTry timeout, request headers and backend weights"
+            )
 
 
 class ObjectMeta(Model):

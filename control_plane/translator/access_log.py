@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from control_plane.translator.feature import HttpFeature
+from control_plane.translator.latency_stamps import STAMP_KEYS
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import AccessLogSettings as AccessLogSettings
 from control_plane.translator.settings import GatewaySettings
@@ -37,6 +38,8 @@ def access_log(settings: AccessLogSettings) -> dict[str, Any]:
                 "transport_api_version": "V3",
                 "buffer_size_bytes": settings.buffer_size_bytes,
                 "buffer_flush_interval": format_duration_ms(settings.flush_interval_ms),
+                # The checks' latencies (latency_stamps); absent keys are not sent.
+                "filter_state_objects_to_log": list(STAMP_KEYS),
             },
             "additional_request_headers_to_log": list(REQUEST_HEADERS),
             "additional_response_headers_to_log": list(RESPONSE_HEADERS),

@@ -2,7 +2,7 @@
 
 A cluster is one service port, shared by every route that sends traffic to it, so the
 cluster-level fields of those routes (``circuitBreaker``, ``outlierDetection``,
-``healthCheck``, ``timeouts.connect``) must agree. Routes that leave a field unset take
+``healthCheck``, ``timeouts.connect``, ``backPressure``) must agree. Routes that leave a field unset take
 whatever the others set. When two routes set different values, the route that ranks
 first as in route conflicts (a Git route over a Kubernetes one, then the older object,
 then the smaller namespace/name) keeps the cluster; the other is quarantined with a
@@ -11,15 +11,17 @@ message naming both, so a new route can never change a running service's setting
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from control_plane.model.conflicts import _precedence
 from servicekit.durations import format_duration_ms, human_duration_ms
 from control_plane.model.route import Route
-from control_plane.model.schema import CONNECT_TIMEOUT_MS, CircuitBreaker, HealthCheck, OutlierDetection
+from control_plane.model.schema import CONNECT_TIMEOUT_MS, BackPressure, CircuitBreaker, HealthCheck, OutlierDetection
+from control_plane.translator.back_pressure import UPSTREAM_CODEC_FILTER, UPSTREAM_CODEC_TYPE, upstream_http_filters
 from control_plane.translator.messages import Cluster, parse
 from control_plane.translator.names import ClusterRef
+from control_plane.translator.response_cache import cache_ttl_filter
 
 CONNECT_TIMEOUT = format_duration_ms(CONNECT_TIMEOUT_MS)
 RETRY_BUDGET_PERCENT = 20.0
@@ -28,7 +30,9 @@ RETRY_BUDGET_MIN_CONCURRENCY = 3
 """...but at least this many concurrent retries, so a quiet service can still retry."""
 
 T = TypeVar("T")
-_FIELDS = ("circuitBreaker", "outlierDetection", "healthCheck", "timeouts.connect")
+_FIELDS = ("circuitBreaker", "outlierDetection", "healthCheck", "timeouts.connect", "backPressure")
+HTTP_PROTOCOL_OPTIONS = "envoy.extensions.upstreams.http.v3.HttpProtocolOptions"
+HTTP_PROTOCOL_OPTIONS_TYPE = f"type.googleapis.com/{HTTP_PROTOCOL_OPTIONS}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,10 @@ class ClusterPolicy:
     circuit_breaker: CircuitBreaker | None = None
     outlier_detection: OutlierDetection | None = None
     health_check: HealthCheck | None = None
+    back_pressure: BackPressure | None = None
+    cache: bool = False
+    """A route with ``cache`` uses it: its upstream chain gives answers the route's
+    freshness (``response_cache``). Inert for the other routes, so they need not agree."""
 
 
 DEFAULT_POLICY = ClusterPolicy()
@@ -46,11 +54,19 @@ DEFAULT_POLICY = ClusterPolicy()
 
 def _route_values(route: Route) -> dict[str, object]:
     spec = route.spec
+    bulkhead = spec.circuit_breaker
+    if bulkhead is not None and bulkhead.error_rate is not None:
+        # errorRate is the route's own breaker, not a cluster setting (and holds a list,
+        # which would make the cluster key unhashable).
+        bulkhead = bulkhead.model_copy(update={"error_rate": None})
+        if bulkhead == type(bulkhead)():
+            bulkhead = None
     values: dict[str, object | None] = {
-        "circuitBreaker": spec.circuit_breaker,
+        "circuitBreaker": bulkhead,
         "outlierDetection": spec.outlier_detection,
         "healthCheck": spec.health_check,
         "timeouts.connect": spec.timeouts.connect,
+        "backPressure": spec.back_pressure,
     }
     return {key: value for key, value in values.items() if value is not None}
 
@@ -111,7 +127,12 @@ def cluster_policies(
             circuit_breaker=_held(held, "circuitBreaker", CircuitBreaker),
             outlier_detection=_held(held, "outlierDetection", OutlierDetection),
             health_check=_held(held, "healthCheck", HealthCheck),
+            back_pressure=_held(held, "backPressure", BackPressure),
         )
+    for route in routes:
+        if route.spec.cache is not None and route not in rejected:
+            for ref in refs_of.get(route, ()):
+                policies[ref] = replace(policies.get(ref, DEFAULT_POLICY), cache=True)
     return policies, rejected
 
 
@@ -200,4 +221,22 @@ def cluster(ref: ClusterRef, policy: ClusterPolicy = DEFAULT_POLICY) -> Cluster:
         data["outlier_detection"] = _outlier_detection(policy.outlier_detection)
     if policy.health_check is not None:
         data["health_checks"] = [_health_check(policy.health_check)]
+    if policy.back_pressure is not None or policy.cache:
+        # HTTP/1.1 as without options; the upstream filter chain carries the throttling
+        # and the cached routes' freshness.
+        filters = (
+            upstream_http_filters(policy.back_pressure)
+            if policy.back_pressure is not None
+            else [{"name": UPSTREAM_CODEC_FILTER, "typed_config": {"@type": UPSTREAM_CODEC_TYPE}}]
+        )
+        if policy.cache:
+            # First: it sees the answer last, after admission control has counted it.
+            filters = [cache_ttl_filter(), *filters]
+        data["typed_extension_protocol_options"] = {
+            HTTP_PROTOCOL_OPTIONS: {
+                "@type": HTTP_PROTOCOL_OPTIONS_TYPE,
+                "explicit_http_config": {"http_protocol_options": {}},
+                "http_filters": filters,
+            }
+        }
     return parse(Cluster, data)

@@ -26,14 +26,16 @@ from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
-from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, route_policy
+from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, public_limits_by_authz, route_policy
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
 from servicekit.durations import format_duration_ms
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from control_plane.translator.settings import ExtAuthzSettings as ExtAuthzSettings
-from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.settings import GatewaySettings, RateLimitSettings
 
 EXT_AUTHZ_FILTER = "envoy.filters.http.ext_authz"
+# The second ext_authz filter, for public routes' limits: off in the chain, on per route.
+PUBLIC_LIMITS_FILTER = "gatehouse.public_route_limits"
 EXT_AUTHZ_CLUSTER = "gatehouse_ext_authz"
 EXT_AUTHZ_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"
 EXT_AUTHZ_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute"
@@ -65,6 +67,8 @@ def ext_authz_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
             "status_on_error": {"code": "ServiceUnavailable"},
             "allowed_headers": {"patterns": [{"exact": name, "ignore_case": True} for name in FORWARDED_HEADERS]},
             "include_peer_certificate": False,
+            # The call's latency in filter state, for the access log (latency_stamps).
+            "emit_filter_state_stats": True,
         },
     }
 
@@ -92,8 +96,25 @@ def _http_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
             "status_on_error": {"code": "ServiceUnavailable"},
             "allowed_headers": _exact(forwarded),
             "include_peer_certificate": False,
+            # The call's latency in filter state, for the access log (latency_stamps).
+            "emit_filter_state_stats": True,
         },
     }
+
+
+def public_limits_filter(settings: ExtAuthzSettings, rate_limit: RateLimitSettings) -> dict[str, Any]:
+    """The same HTTP check for public routes' limits, with the RateLimitService's deadline
+    and failure policy (``rateLimit.failClosed``: false lets requests through, true answers
+    500), so moving a public route's limits here changes no outcome when the service is
+    down. It sends no identity upstream. Off in the chain; on for the routes it decides."""
+    config = _http_filter(settings)["typed_config"]
+    config["http_service"]["server_uri"]["timeout"] = format_duration_ms(rate_limit.timeout_ms)
+    config["http_service"]["authorization_response"] = {"allowed_client_headers_on_success": _exact(RATE_LIMIT_HEADERS)}
+    # No token is read here, so none is sent.
+    config["allowed_headers"]["patterns"] = [p for p in config["allowed_headers"]["patterns"] if p["exact"] != "authorization"]
+    config["failure_mode_allow"] = not rate_limit.fail_closed
+    config["status_on_error"] = {"code": "InternalServerError"}
+    return {"name": PUBLIC_LIMITS_FILTER, "disabled": True, "typed_config": config}
 
 
 def ext_authz_cluster(settings: ExtAuthzSettings) -> dict[str, Any]:
@@ -107,7 +128,9 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
     gateway enforces rate limits; ValueError (the route is quarantined) for a header key
     Envoy would not forward."""
     assert settings.ext_authz is not None
-    limits = route.spec.rate_limits if settings.rate_limit is not None else []
+    enforced = settings.rate_limit is not None and route.spec.disabled is None
+    limits = route.spec.rate_limits if enforced else []
+    public = not route.spec.auth.required
     forwarded = {h.lower() for h in (*HTTP_FORWARDED_HEADERS, *settings.ext_authz.forward_headers)}
     for index, limit in enumerate(limits):
         header = limit.key.removeprefix("header:")
@@ -119,6 +142,9 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
     policy = route_policy(route) if limits else policy_pb2.RoutePolicy(route=route.id)
     auth = route.spec.auth
     policy.auth.SetInParent()
+    if public:
+        policy.auth.public = True
+        return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
     policy.auth.audiences.extend(auth.audiences)
     policy.auth.scopes.extend(auth.scopes)
     policy.auth.roles.extend(auth.roles)
@@ -161,3 +187,21 @@ class ExtAuthz(HttpFeature):
     def removed_upstream(self, route: Route, settings: GatewaySettings) -> list[str]:
         # The route id was for the check, not for the upstream.
         return [ROUTE_HEADER] if decided_by_authz(route, settings) else []
+
+
+class PublicRouteLimits(HttpFeature):
+    """Public routes' limits through the lean call (``public_limits_by_authz``)."""
+
+    name = PUBLIC_LIMITS_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        authz, rate_limit = settings.ext_authz, settings.rate_limit
+        if authz is None or rate_limit is None or not (authz.decides_limits and authz.public_route_limits):
+            return None
+        return public_limits_filter(authz, rate_limit)
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        if not public_limits_by_authz(route, settings):
+            return None
+        # Any per-route config turns on a filter the chain has off; Envoy refuses an empty one.
+        return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": {}}

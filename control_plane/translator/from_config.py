@@ -10,6 +10,7 @@ from control_plane.translator.settings import (
     RateLimitSettings,
     SheddingSettings,
     TlsSettings,
+    TracingSettings,
 )
 
 
@@ -24,6 +25,7 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
             config.ext_authz.fail_open,
             protocol=config.ext_authz.protocol,
             forward_headers=tuple(h.lower() for h in config.ext_authz.forward_headers),
+            public_route_limits=config.ext_authz.public_route_limits,
         )
     rate_limit = None
     if config.rate_limit is not None:
@@ -34,6 +36,14 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
     if config.access_log is not None:
         access_log = AccessLogSettings(
             _addresses(config.access_log.address), config.access_log.buffer_size, config.access_log.flush_interval
+        )
+    tracing = None
+    if config.tracing is not None:
+        tracing = TracingSettings(
+            _addresses(config.tracing.otlp_address)[0],
+            config.tracing.sampling_percent,
+            config.tracing.service_name,
+            config.tracing.timeout,
         )
     return GatewaySettings(
         gateway.listener_address,
@@ -51,6 +61,7 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         shedding=None
         if gateway.load_shedding is None
         else SheddingSettings(gateway.load_shedding.latency_target, gateway.load_shedding.max_concurrency),
+        tracing=tracing,
     )
 
 

@@ -4,22 +4,29 @@ Envoy runs request filters top to bottom and response filters bottom to top, so 
 early in this list sees a request first and a response last (local replies included).
 The listener, the route entries and the pipeline loop over this list; the order of the
 clusters the features bring follows it too. Why each feature sits where it does:
+
+(Not here: ``backPressure``, Envoy's admission control, runs in each backend cluster's
+upstream filter chain, one success-rate history per service port; ``back_pressure``
+says why.)
 """
 
 from __future__ import annotations
 
 from control_plane.translator.access_log import AccessLog
-from control_plane.translator.ext_authz import ExtAuthz
+from control_plane.translator.ext_authz import ExtAuthz, PublicRouteLimits
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IdentityHeaders
+from control_plane.translator.latency_stamps import AuthStamp, RateLimitStamp
 from control_plane.translator.load_shedding import LoadShedding
 from control_plane.translator.ratelimit import GlobalRateLimit
 from control_plane.translator.request_limits import RequestLimits
+from control_plane.translator.response_cache import CacheRequest, ResponseCache
 from control_plane.translator.response_headers import ResponseHeaders
 from control_plane.translator.route_identity import RouteIdentity
 from control_plane.translator.router import Router
 from control_plane.translator.shields import AccessList, RouteShield
 from control_plane.translator.tls import Hsts
+from control_plane.translator.tracing import Tracing
 
 HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # HSTS first, on a TLS listener: the last filter to see a response, so every local
@@ -41,13 +48,28 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     LoadShedding(),
     # Authentication, then the global rate limit, which may key on the identity it set.
     # Over HTTP, the route's name for the check is set just before it (and one call
-    # decides the route's limits, so the ratelimit filter is not called for it).
+    # decides the route's limits, so the ratelimit filter is not called for it; a public
+    # route's limits too, by default).
     RouteIdentity(),
     ExtAuthz(),
+    # A public route's limits over HTTP: a second ext_authz filter, off but on that route.
+    PublicRouteLimits(),
+    # With the access log on, the checks' latencies for its event (latency_stamps): one
+    # stamp after the ext_authz filters, one after the ratelimit filter.
+    AuthStamp(),
     GlobalRateLimit(),
+    RateLimitStamp(),
+    # The response cache, on only for routes with `cache`: after authentication and the
+    # rate limits (a cached answer is still authenticated and counted), and the only
+    # filter before the router, as Envoy recommends; just before it, what the cache needs
+    # from the route, as request headers (response_cache says why).
+    CacheRequest(),
+    ResponseCache(),
     # The router ends the chain: it sends the request upstream.
     Router(),
     # Not a filter: the connection manager's access logger. Last, so its cluster comes
     # after the ext_authz and ratelimit ones.
     AccessLog(),
+    # Not a filter either: the connection manager's tracer and the collector's cluster.
+    Tracing(),
 )

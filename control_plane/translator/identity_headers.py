@@ -1,5 +1,7 @@
 """Identity headers: client-sent copies of what ext_authz sets are removed, on every route.
 
+(The response cache's internal request headers, ``CACHE_HEADERS``, too.)
+
 ``header_mutation`` removes client-sent ``x-user-id``, ``x-user-role`` and ``x-scope`` (any
 case, every copy) on every route, public or not, with or without ext_authz. Route-level
 header removal would run too late: ext_authz and other filters would already have seen the
@@ -18,11 +20,14 @@ IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
 ROUTE_HEADER = "x-gatehouse-route"
 """Names the route to the HTTP authorization check (``route_identity``); a client's copy
 is removed here with the identity headers, on every route."""
+CACHE_HEADERS = ("x-gatehouse-cache-control",)
+"""What a cached route tells its cluster's upstream filter (``response_cache``); a
+client's copy would set an answer's Cache-Control, so it is removed too."""
 HEADER_MUTATION_FILTER = "envoy.filters.http.header_mutation"
 
 
 def identity_header_filter(settings: GatewaySettings | None = None) -> dict[str, Any]:
-    names = list(IDENTITY_HEADERS)
+    names = [*IDENTITY_HEADERS, *CACHE_HEADERS]
     if settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http":
         names.append(ROUTE_HEADER)
     return {

@@ -15,7 +15,7 @@ service is unreachable), and ext_authz writes its own JSON body. So no mapper he
 matches on a status code ext_authz uses: each matches on Envoy's *response flags*
 (``NR``, ``UO``, ``UH``, ``UT``, ...), which name Envoy's reason, on a status ext_authz
 never answers with (413, 431), or, for filters that set no flag (RBAC's 403, the shield's
-429, the low-priority limit's 503), on Envoy's response code details with a CEL filter.
+429, the low-priority limit's 503, back pressure's 503), on Envoy's response code details with a CEL filter.
 There is no top-level ``body_format``: a local reply no mapper matches keeps its body as
 its filter wrote it.
 
@@ -62,6 +62,13 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         503,
         flags=("OM",),
         details_prefix="reached_concurrency_limit",
+    ),
+    # denied_by_admission_control: a backPressure cluster refused to send (no flag).
+    GatewayError(
+        "back_pressure",
+        "The upstream service is failing; the gateway is sending it fewer requests. Retry later.",
+        503,
+        details_prefix="denied_by_admission_control",
     ),
     GatewayError("no_healthy_upstream", "No healthy upstream host is available.", 503, flags=("UH",)),
     GatewayError(

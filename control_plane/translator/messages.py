@@ -13,15 +13,21 @@ from envoy.config.cluster.v3 import cluster_pb2
 from envoy.config.endpoint.v3 import endpoint_pb2
 from envoy.config.listener.v3 import listener_pb2
 from envoy.config.route.v3 import route_components_pb2, route_pb2
+from envoy.config.trace.v3 import opentelemetry_pb2  # noqa: F401
 from envoy.extensions.access_loggers.grpc.v3 import als_pb2  # noqa: F401
 from envoy.extensions.access_loggers.filters.cel.v3 import cel_pb2  # noqa: F401
 from envoy.extensions.filters.http.adaptive_concurrency.v3 import adaptive_concurrency_pb2  # noqa: F401
+from envoy.extensions.filters.http.admission_control.v3 import admission_control_pb2  # noqa: F401
+from envoy.extensions.filters.http.cache.v3 import cache_pb2  # noqa: F401
 from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2  # noqa: F401
 from envoy.extensions.filters.http.header_mutation.v3 import header_mutation_pb2  # noqa: F401
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2  # noqa: F401
 from envoy.extensions.filters.http.ratelimit.v3 import rate_limit_pb2  # noqa: F401
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2  # noqa: F401
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401
+from envoy.extensions.filters.http.set_filter_state.v3 import set_filter_state_pb2  # noqa: F401
+from envoy.extensions.filters.http.upstream_codec.v3 import upstream_codec_pb2  # noqa: F401
+from envoy.extensions.http.cache.simple_http_cache.v3 import config_pb2 as simple_http_cache_pb2  # noqa: F401
 from envoy.extensions.filters.network.http_connection_manager.v3 import http_connection_manager_pb2
 from envoy.extensions.path.match.uri_template.v3 import uri_template_match_pb2  # noqa: F401
 from envoy.extensions.path.rewrite.uri_template.v3 import uri_template_rewrite_pb2  # noqa: F401

@@ -111,13 +111,38 @@ def route_policy(route: Route) -> policy_pb2.RoutePolicy:
 def decided_by_authz(route: Route, settings: GatewaySettings) -> bool:
     """Over ``extAuthz.protocol: http`` a route that needs a token has its check and its rate
     limits decided in one call to the Authorization service: the ratelimit filter is not
-    called for it, and its policy (with ``auth``) comes from the ext_authz feature."""
+    called for it, and its policy (with ``auth``) comes from the ext_authz feature. A
+    disabled route is still checked (its token, as over gRPC), with no limits: without
+    its route header the check could only answer 503. A public route's limits go the same
+    way (``public_limits_by_authz``)."""
+    authz = settings.ext_authz
+    if authz is None or not authz.decides_limits:
+        return False
+    return route.spec.auth.required or public_limits_by_authz(route, settings)
+
+
+def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
+    """A public route with enforced limits, over HTTP with ``publicRouteLimits``: the same
+    lean call decides them, with no token (``AuthRequirements.public``). Envoy's
+    per-route failure policy is the ratelimit filter's (``PublicRouteLimits``)."""
+    authz = settings.ext_authz
     return (
-        settings.ext_authz is not None
-        and settings.ext_authz.decides_limits
-        and route.spec.auth.required
+        authz is not None
+        and authz.decides_limits
+        and authz.public_route_limits
+        and settings.rate_limit is not None
+        and not route.spec.auth.required
         and route.spec.disabled is None
+        and bool(route.spec.rate_limits)
+        and _header_keys_forwarded(route, authz.forward_headers)
     )
+
+
+def _header_keys_forwarded(route: Route, forwarded: tuple[str, ...]) -> bool:
+    """A ``header:<name>`` key the check would not see keeps the route on ratelimit_svc,
+    which sees every header (an authenticated route is quarantined instead)."""
+    names = {limit.key.removeprefix("header:").lower() for limit in route.spec.rate_limits if limit.key.startswith("header:")}
+    return names <= set(forwarded)
 
 
 class GlobalRateLimit(HttpFeature):

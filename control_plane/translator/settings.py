@@ -24,6 +24,10 @@ class ExtAuthzSettings:
     forward_headers: tuple[str, ...] = ()
     """Over HTTP, request headers sent to the service besides the ones it always reads
     (for ``header:<name>`` rate-limit keys on authenticated routes)."""
+    public_route_limits: bool = True
+    """Over HTTP (and with rate limits enforced), a public route's limits are decided by the
+    same service, through a second ext_authz filter that follows the RateLimitService's
+    failure policy, instead of by ratelimit_svc."""
 
     @property
     def decides_limits(self) -> bool:
@@ -43,6 +47,15 @@ class AccessLogSettings:
     addresses: tuple[tuple[str, int], ...]
     buffer_size_bytes: int = 16_384
     flush_interval_ms: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TracingSettings:
+    address: tuple[str, int]
+    """(host, port) of the collector's OTLP/gRPC receiver."""
+    sampling_percent: float = 100.0
+    service_name: str = "gatehouse-gateway"
+    timeout_ms: int = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,3 +95,5 @@ class GatewaySettings:
     Envoy memory per route and virtual host."""
     shedding: SheddingSettings | None = None
     """The latency-driven concurrency limit on ``low`` routes; None: off."""
+    tracing: TracingSettings | None = None
+    """OpenTelemetry tracing in the connection manager; None: off."""

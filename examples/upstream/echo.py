@@ -10,9 +10,11 @@ Query parameters, for resilience tests:
     ?status=NNN   answer with that status (200-599)
     ?delay=0.5    sleep that many seconds (at most 60) before answering
     ?reset=1      close the connection without answering (after any delay)
+    ?cacheControl=no-store   answer with that Cache-Control header (response cache tests)
 
 and, to turn a whole host bad (outlier detection, health checks):
     POST   /admin/fail[?status=503]   from now on answer everything, /health too, with that status
+           [&ratio=0.5]               ... or only that share of requests, spread evenly (every other one)
     DELETE /admin/fail                answer normally again
     GET    /admin/fail                {"failing": <status or null>, "served": <requests answered>}
 """
@@ -28,7 +30,8 @@ from aiohttp import web
 MAX_DELAY = 60.0
 NAME_KEY = web.AppKey("upstream_name", str)
 STATE_KEY = web.AppKey("upstream_state", dict[str, int])
-"""Per process: "failing" (0 = healthy, else the status every answer gets) and "served"."""
+"""Per process: "failing" (0 = healthy, else the status failing answers get), "permille"
+(the share of requests that fail while failing, in 1/1000), "seen" (requests since) and "served"."""
 _NO_BODY_STATUSES = {204, 304}
 
 
@@ -58,12 +61,30 @@ def _echo_delay(request: web.Request) -> float:
     return delay
 
 
+def _fails_now(state: dict[str, int]) -> bool:
+    """With a ratio, the n-th request fails when n × ratio crosses a whole number."""
+    state["seen"] += 1
+    seen, permille = state["seen"], state["permille"]
+    return (seen * permille) // 1000 > ((seen - 1) * permille) // 1000
+
+
+def _fail_ratio(request: web.Request) -> int:
+    raw = request.query.get("ratio", "1")
+    try:
+        ratio = float(raw)
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"ratio must be a number, got {raw!r}\n") from None
+    if not 0.0 < ratio <= 1.0:
+        raise web.HTTPBadRequest(text=f"ratio must be above 0 and at most 1, got {ratio}\n")
+    return round(ratio * 1000)
+
+
 async def echo(request: web.Request) -> web.StreamResponse:
     """Describe the request: upstream name, method, raw path with query, headers."""
     name = request.app[NAME_KEY]
     state = request.app[STATE_KEY]
     state["served"] += 1
-    if state["failing"]:
+    if state["failing"] and _fails_now(state):
         return web.json_response(
             {"upstream": name, "failing": True}, status=state["failing"], headers={"x-upstream": name}
         )
@@ -81,6 +102,9 @@ async def echo(request: web.Request) -> web.StreamResponse:
         lowered = key.lower()
         headers[lowered] = f"{headers[lowered]}, {value}" if lowered in headers else value
     response_headers = {"x-upstream": name}
+    cache_control = request.query.get("cacheControl")
+    if cache_control is not None:
+        response_headers["cache-control"] = cache_control
     if status in _NO_BODY_STATUSES:
         return web.Response(status=status, headers=response_headers)
     body = {
@@ -99,6 +123,8 @@ async def admin_fail(request: web.Request) -> web.StreamResponse:
         status = _echo_status(request) if "status" in request.query else 503
         if status < 500:
             raise web.HTTPBadRequest(text=f"a failing host answers 5xx, got {status}\n")
+        state["permille"] = _fail_ratio(request)
+        state["seen"] = 0
         state["failing"] = status
     elif request.method == "DELETE":
         state["failing"] = 0
@@ -108,7 +134,7 @@ async def admin_fail(request: web.Request) -> web.StreamResponse:
 def build_app(name: str) -> web.Application:
     app = web.Application()
     app[NAME_KEY] = name
-    app[STATE_KEY] = {"failing": 0, "served": 0}
+    app[STATE_KEY] = {"failing": 0, "served": 0, "permille": 1000, "seen": 0}
     app.router.add_route("GET", "/admin/fail", admin_fail)
     app.router.add_route("POST", "/admin/fail", admin_fail)
     app.router.add_route("DELETE", "/admin/fail", admin_fail)

@@ -1,4 +1,5 @@
-"""`gatehouse status`: every connected Envoy, what it ACKed versus the latest, and NACKs."""
+"""`gatehouse status`: every connected Envoy, what it ACKed versus the latest, NACKs, and
+the route breakers (``GET /breakers``; `gatehouse breaker` moves them)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
+
+from gatehouse.commands.breaker import render_breakers
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,6 +31,15 @@ def _get_json(admin: str, path: str, timeout: float) -> dict[str, Any]:
 
 def fetch_status(admin: str, timeout: float = 5.0) -> dict[str, Any]:
     return _get_json(admin, "/status", timeout)
+
+
+def fetch_breakers(admin: str, timeout: float = 5.0) -> list[dict[str, Any]] | None:
+    """The route breakers, or None from a control plane without them (older, or unreachable now)."""
+    try:
+        breakers: list[dict[str, Any]] = _get_json(admin, "/breakers", timeout)["breakers"]
+    except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
+        return None
+    return breakers
 
 
 def fetch_node(admin: str, node: str, *, diff: bool = False, timeout: float = 30.0) -> dict[str, Any]:
@@ -86,13 +98,18 @@ def run(args: argparse.Namespace) -> int:
     except (urllib.error.URLError, OSError) as exc:
         print(f"error: cannot reach the control plane at {args.admin}: {exc}", file=sys.stderr)
         return 2
+    breakers = None if args.node else fetch_breakers(args.admin)
     if args.json:
+        if breakers is not None:
+            document = {**document, "breakers": breakers}
         json.dump(document, sys.stdout, indent=2)
         print()
         if not args.node:
             return 0  # the raw document; no verdict
     else:
         print(render_node(document, diff=args.diff) if args.node else render_status(document))
+        if breakers:
+            print("\nroute breakers:\n" + render_breakers(breakers))
     if args.node:
         behind = bool(_node_behind(document) or document["nacked"])
     else:

@@ -1,12 +1,15 @@
-"""What `gatehouse dev` shows: curl lines, each with the answer it should give."""
+"""What `gatehouse dev` shows: curl lines, each with the answer it should give, and the
+checks `gatehouse dev --check` runs, one verdict line each (gatehouse/devstack/steps.py)."""
 
 from __future__ import annotations
 
 import json
 import time
 from dataclasses import dataclass
+from functools import partial
 
 from gatehouse.devstack.stack import DevStack, git, http_get
+from gatehouse.devstack.steps import Steps
 
 READ = "orders:read"
 WRITE = "orders:read orders:write"
@@ -49,6 +52,7 @@ def banner(stack: DevStack) -> str:
         "Gatehouse dev stack is up.",
         f"  gateway       {base}",
         f"  control plane http://127.0.0.1:{ports.admin}/status   (gatehouse status --admin http://127.0.0.1:{ports.admin})",
+        f"  status page   http://127.0.0.1:{ports.admin}/   (sources, routes, Envoys and their ACKs/NACKs, in a browser)",
         f"  ext_authz     127.0.0.1:{ports.ext_authz_http} (HTTP checks; gRPC on {ports.ext_authz}; metrics http://127.0.0.1:{ports.ext_authz_metrics}/metrics)",
         f"  ratelimit     127.0.0.1:{ports.ratelimit} (metrics http://127.0.0.1:{ports.ratelimit_metrics}/metrics)",
         f"  telemetry     127.0.0.1:{ports.telemetry} (metrics http://127.0.0.1:{ports.telemetry_metrics}/metrics)",
@@ -98,56 +102,67 @@ def _upstream_of(body: bytes) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def run_checks(stack: DevStack) -> list[str]:
-    """Run every curl line, then a live route change; returns what went wrong."""
-    failures = []
-    tokens = {scope: stack.token(scope=scope) for scope in (READ, WRITE)}
+def run_checks(stack: DevStack, steps: Steps) -> None:
+    """Every curl line, the rate limit, the one-call path, the access log, then a live route
+    change: one step each, stopping at the first failure (StepFailed)."""
+    tokens: dict[str, str] = {}
+    with steps.step("tokens minted (gatehouse token, the dev issuer's key)"):
+        tokens.update({scope: stack.token(scope=scope) for scope in (READ, WRITE)})
     for check in CHECKS:
-        headers = {} if check.scope is None else {"Authorization": f"Bearer {tokens[check.scope]}"}
-        got, _, body = http_get(stack.url(check.path), headers)
-        if got != check.status or (check.upstream is not None and _upstream_of(body) != check.upstream):
-            failures.append(f"{check.path} ({check.what}): expected {check.status} {check.upstream or ''}, got {got} {_upstream_of(body) or ''}")
-    failures += _check_rate_limit(stack)
-    failures += _check_one_call(stack, tokens[READ])
-    failures += _check_access_log(stack)
+        expect = f"{check.status} from {check.upstream}" if check.upstream else str(check.status)
+        steps.check(f"GET {check.path} -> {expect}: {check.what}", partial(_check_request, stack, check, tokens))
+    steps.check(f"rate limit {LIMITED}: {QUOTA} x 200 then 429 with Retry-After", partial(_check_rate_limit, stack))
+    steps.check("token and route limit decided in one call (X-RateLimit-Limit: 100)", partial(_check_one_call, stack, tokens[READ]))
+    steps.check(f"access log {stack.access_log} has the requests", partial(_check_access_log, stack))
+    steps.check("live route change: commit moves /api/v2/checkout to order-service-v3", partial(_check_live_change, stack))
+
+
+def _check_request(stack: DevStack, check: Check, tokens: dict[str, str]) -> str | None:
+    headers = {} if check.scope is None else {"Authorization": f"Bearer {tokens[check.scope]}"}
+    got, _, body = http_get(stack.url(check.path), headers)
+    upstream = _upstream_of(body)
+    if got != check.status or (check.upstream is not None and upstream != check.upstream):
+        expected = f"{check.status} from {check.upstream}" if check.upstream else str(check.status)
+        return f"expected {expected}, got {got}" + (f" from {upstream}" if upstream else "")
+    return None
+
+
+def _check_live_change(stack: DevStack) -> str | None:
     checkout = stack.repo / "routes" / "checkout.yaml"
     checkout.write_text(checkout.read_text().replace("weight: 90", "weight: 0").replace("weight: 10", "weight: 100"))
     git(stack.repo, "commit", "-qam", "checkout: all traffic to v3")
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         if {_upstream_of(http_get(stack.url("/api/v2/checkout"))[2]) for _ in range(20)} == {"order-service-v3"}:
-            break
+            return None
         time.sleep(0.1)
-    else:
-        failures.append("live route change: /api/v2/checkout did not move to order-service-v3 within 5s")
-    return failures
+    return "/api/v2/checkout did not move to order-service-v3 within 5s"
 
 
-def _check_one_call(stack: DevStack, token: str) -> list[str]:
+def _check_one_call(stack: DevStack, token: str) -> str | None:
     """An authenticated route's own limit comes back from the authorization call itself."""
     status, headers, _ = http_get(stack.url("/api/v2/orders/42"), {"Authorization": f"Bearer {token}"})
     lowered = {k.lower(): v for k, v in headers.items()}
     if status != 200 or lowered.get("x-ratelimit-limit") != "100":
-        return [f"/api/v2/orders/42: expected 200 with X-RateLimit-Limit: 100 (token and limit in one call), got {status} {lowered.get('x-ratelimit-limit')}"]
-    return []
+        return f"/api/v2/orders/42: expected 200 with X-RateLimit-Limit: 100, got {status} {lowered.get('x-ratelimit-limit')}"
+    return None
 
 
-def _check_rate_limit(stack: DevStack) -> list[str]:
+def _check_rate_limit(stack: DevStack) -> str | None:
     """QUOTA requests pass with X-RateLimit-* headers, the next is 429 with Retry-After."""
     replies = [http_get(stack.url(LIMITED)) for _ in range(QUOTA + 1)]
     statuses = [status for status, _, _ in replies]
     if statuses != [200] * QUOTA + [429]:
-        return [f"{LIMITED} (rate limit {QUOTA} per 10 s): expected {QUOTA} × 200 then 429, got {statuses}"]
-    failures = []
+        return f"expected {QUOTA} × 200 then 429, got {statuses}"
     for status, headers, _ in replies:
         lowered = {k.lower(): v for k, v in headers.items()}
         missing = [h for h in (*RATE_LIMIT_HEADERS, *(("retry-after",) if status == 429 else ())) if h not in lowered]
         if missing:
-            failures.append(f"{LIMITED}: a {status} answer lacks {', '.join(missing)}")
-    return failures
+            return f"a {status} answer lacks {', '.join(missing)}"
+    return None
 
 
-def _check_access_log(stack: DevStack) -> list[str]:
+def _check_access_log(stack: DevStack) -> str | None:
     """The requests above arrive in the access log, with the verified user and the 429s."""
     deadline = time.monotonic() + 10
     events: list[dict[str, object]] = []
@@ -157,6 +172,6 @@ def _check_access_log(stack: DevStack) -> list[str]:
         except (OSError, ValueError):
             events = []
         if any(e.get("status") == 429 for e in events) and any(e.get("user_id") == "alice" for e in events):
-            return []
+            return None
         time.sleep(0.2)
-    return [f"access log {stack.access_log}: expected events for the requests above, got {len(events)}"]
+    return f"expected events for the requests above (a 429, one by user alice), got {len(events)} events"

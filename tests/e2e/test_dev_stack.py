@@ -1,7 +1,14 @@
-"""`gatehouse dev` brings the whole stack up, and the curl lines it prints work."""
+"""`gatehouse dev` brings the whole stack up, and the curl lines it prints work.
+
+`gatehouse dev --check` is the newcomer's path, run here as the real command: one verdict
+line per step, exit 0 when all pass, and a stop with exit 1 at the first failing step.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,21 +18,106 @@ from tests.harness.envoy import envoy_binary
 from tests.harness.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+VERDICT = re.compile(r"^(ok   .+ \(\d+\.\d s\)|FAIL .+: .+)$")
+
+
+def _dev_check(port: int, workdir: Path, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gatehouse", "dev", "--check", "--port", str(port), "--workdir", str(workdir)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def _verdicts(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith(("ok ", "FAIL "))]
 
 
 def test_dev_stack_serves_the_examples_and_a_live_change(tmp_path: Path) -> None:
     envoy_binary()
     require_binary("redis-server", "apt-get install redis-server (scripts/setup does this)")
     port = free_port()
-    result = subprocess.run(
-        [sys.executable, "-m", "gatehouse", "dev", "--check", "--port", str(port), "--workdir", str(tmp_path / "dev")],
-        capture_output=True,
-        text=True,
-        cwd=REPO_ROOT,
-        timeout=180,
-    )
+    result = _dev_check(port, tmp_path / "dev")
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     assert "dev check: ok" in result.stdout
     assert f'curl -si -H "Authorization: Bearer $WRITE" http://127.0.0.1:{port}/api/v2/orders/bulk' in result.stdout
     assert "export READ=$(gatehouse token" in result.stdout
     assert f"http://127.0.0.1:{port}/api/v2/quotes; done; echo    # 200 200 200 200 200 429" in result.stdout
+
+    # One verdict line per step, every one of them ok, in the order the stack starts.
+    verdicts = _verdicts(result.stdout)
+    assert all(VERDICT.match(line) and line.startswith("ok   ") for line in verdicts), "\n".join(verdicts)
+    expected_in_order = [
+        "ok   tools found (git, redis-server, envoy)",
+        "ok   routes repository ",
+        f"ok   config written to {tmp_path / 'dev'}, gateway port {port} free",
+        "ok   redis up on 127.0.0.1:",
+        "ok   upstream order-service up on 127.0.0.1:",
+        "ok   upstream order-service-v3 up on 127.0.0.1:",
+        "ok   telemetry ready on 127.0.0.1:",
+        "ok   control plane ready on 127.0.0.1:",
+        "ok   ext_authz ready on 127.0.0.1:",
+        "ok   ratelimit ready on 127.0.0.1:",
+        f"ok   envoy serving http://127.0.0.1:{port}/api/v2/checkout",
+        "ok   tokens minted",
+        "ok   GET /api/v2/orders/42 -> 401: an authenticated route without a token",
+        "ok   GET /api/v2/orders/42 -> 200 from order-service:",
+        "ok   GET /api/v2/orders/bulk -> 403:",
+        "ok   GET /api/v2/orders/bulk -> 200 from order-service-v3:",
+        "ok   GET /api/v2/orders/42/items/7 -> 200 from order-service:",
+        "ok   GET /reports/2026-11.csv -> 200 from order-service-v3:",
+        "ok   GET /api/v1/anything -> 410:",
+        "ok   GET /nowhere -> 404:",
+        "ok   rate limit /api/v2/quotes: 5 x 200 then 429 with Retry-After",
+        "ok   token and route limit decided in one call (X-RateLimit-Limit: 100)",
+        "ok   access log ",
+        "ok   live route change: commit moves /api/v2/checkout to order-service-v3",
+    ]
+    assert len(verdicts) == len(expected_in_order), "\n".join(verdicts)
+    for line, prefix in zip(verdicts, expected_in_order, strict=True):
+        assert line.startswith(prefix), f"{line!r} should start with {prefix!r}"
+    assert f"dev check: ok ({len(expected_in_order)} steps)" in result.stdout
+
+    # The banner names the control plane's status page: the admin port's root.
+    status = re.search(r"control plane http://127\.0\.0\.1:(\d+)/status ", result.stdout)
+    page = re.search(r"status page +http://127\.0\.0\.1:(\d+)/ ", result.stdout)
+    assert status and page, result.stdout
+    assert status.group(1) == page.group(1)
+
+
+def test_dev_check_stops_at_the_first_failing_step(tmp_path: Path) -> None:
+    """The gateway port is taken: the steps before it pass, it fails, nothing after it starts."""
+    envoy_binary()
+    require_binary("redis-server", "apt-get install redis-server (scripts/setup does this)")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = _dev_check(port, tmp_path / "dev", timeout=60)
+    assert result.returncode == 1, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    verdicts = _verdicts(result.stdout)
+    assert [line.split(" (")[0] for line in verdicts[:2]] == ["ok   tools found", f"ok   routes repository {tmp_path / 'dev' / 'routes-repo'}"]
+    assert verdicts[2] == f"FAIL config written to {tmp_path / 'dev'}, gateway port {port} free: port {port} is in use; pass --port"
+    assert len(verdicts) == 3, "\n".join(verdicts)
+    assert f"dev check: FAIL at step 3: config written to {tmp_path / 'dev'}, gateway port {port} free" in result.stdout
+    assert "Gatehouse dev stack is up." not in result.stdout
+    assert not (tmp_path / "dev" / "logs" / "redis.log").exists()
+
+
+def test_dev_check_names_a_missing_redis_server(tmp_path: Path) -> None:
+    """A newcomer without Debian's redis-server: the first step fails and says how to install it."""
+    git = require_binary("git", "apt-get install git")
+    envoy_binary()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(git)
+    env = {**os.environ, "PATH": str(bin_dir)}
+    result = _dev_check(free_port(), tmp_path / "dev", env=env, timeout=60)
+    assert result.returncode == 1, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert _verdicts(result.stdout) == [
+        "FAIL tools found (git, redis-server, envoy): redis-server not found; install it with: apt-get install -y redis-server (make dev does this)"
+    ]
+    assert "dev check: FAIL at step 1: tools found (git, redis-server, envoy)" in result.stdout

@@ -272,6 +272,9 @@ def test_helm_lint_is_clean(tools: KubeTools, helm_home: Path, variant: str) -> 
         (["--set", "gateway.envoy.overload.maxConnections=0"], "maxConnections"),
         (["--set", "gateway.envoy.overload.maxHeapBytes=512Mi"], "maxHeapBytes"),
         (["--set", "gateway.envoy.overload.enabled=yes"], "enabled"),
+        (["--set", "tracing.enabled=true,tracing.otlpAddress=collector,tracing.samplingPercent=50"], "otlpAddress"),
+        (["--set", "tracing.enabled=true,tracing.otlpAddress=collector:4317,tracing.samplingPercent=101"], "samplingPercent"),
+        (["--set", "tracing.enabled=true"], "otlpAddress"),
     ],
 )
 def test_schema_refuses_unknown_and_mistyped_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
@@ -766,6 +769,32 @@ def test_rendered_audit_blocks_load_and_spool_on_emptydirs(tools: KubeTools, hel
         before = find(docs, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
         after = find(changed, "Deployment", name)["spec"]["template"]["metadata"]["annotations"]
         assert before != after, name
+
+
+def test_tracing_reaches_the_control_plane_only_when_enabled(tools: KubeTools, helm_home: Path, tmp_path: Path) -> None:
+    config_file = tmp_path / "control-plane.yaml"
+    config_file.write_text(find(objects(template(tools, helm_home)), "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    assert load_config(config_file).tracing is None  # off by default
+    values = ["--set", "tracing.enabled=true,tracing.otlpAddress=otel-collector.observability:4317",
+              "--set-json", "tracing.samplingPercent=12.5", "--set", "tracing.serviceName=edge,tracing.timeout=2s"]
+    config_file.write_text(find(objects(template(tools, helm_home, *values)), "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    tracing = load_config(config_file).tracing
+    assert tracing is not None
+    assert (tracing.otlp_address, tracing.sampling_percent, tracing.service_name, tracing.timeout) == (
+        "otel-collector.observability:4317", 12.5, "edge", 2_000)
+
+    # The sidecars report their spans to the same collector, each as itself.
+    docs = objects(template(tools, helm_home, *values, *SIDECARS_ON))
+    for name, key, load, service in ((EXT_AUTHZ, "ext-authz.yaml", load_ext_authz_config, "gatehouse-ext-authz"),
+                                     (RATELIMIT, "ratelimit.yaml", load_ratelimit_config, "gatehouse-ratelimit")):
+        sidecar_file = tmp_path / key
+        sidecar_file.write_text(find(docs, "ConfigMap", name)["data"][key])
+        export = load(sidecar_file).tracing
+        assert export is not None, key
+        assert (export.otlp_address, export.service_name, export.timeout) == ("otel-collector.observability:4317", service, 2_000)
+    docs = objects(template(tools, helm_home, *SIDECARS_ON))
+    for name, key in ((EXT_AUTHZ, "ext-authz.yaml"), (RATELIMIT, "ratelimit.yaml")):
+        assert "tracing" not in yaml.safe_load(find(docs, "ConfigMap", name)["data"][key])  # off by default
 
 
 def test_gateway_limits_tls_and_load_shedding_reach_the_control_plane_and_envoy(

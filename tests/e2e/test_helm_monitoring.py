@@ -1,4 +1,5 @@
-"""The chart's dashboard and alerts (monitoring.grafanaDashboard, monitoring.prometheusRule).
+"""The chart's dashboard, alerts and scrape configuration (monitoring.grafanaDashboard,
+monitoring.prometheusRule, monitoring.serviceMonitor, monitoring.podMonitor).
 
 - with the defaults neither renders; each switch renders exactly its object, with the
   labels, annotations and namespace from values; `helm lint --strict` is clean with both;
@@ -15,10 +16,23 @@
   "served upstream" excludes exactly Gatehouse's own clusters;
 - a real kube-apiserver, given a PrometheusRule CRD with a structural schema (defined here),
   stores the rendered PrometheusRule and the dashboard ConfigMap, and refuses a rule the
-  schema does not allow.
+  schema does not allow;
+- the ServiceMonitors / PodMonitors render only when switched on (never both), take their
+  knobs from values, and resolve (Service selector → Service port → targetPort → container
+  port, or pod selector → container port) to exactly the control plane's admin port, every
+  gateway pod's Envoy stats port and the enabled sidecars' metrics ports;
+- `helm install` into a real kube-apiserver with ServiceMonitor and PodMonitor CRDs defined
+  in tests/e2e/monitoring/operator_crds.py: the monitors are stored, the API server's own
+  label selection picks the chart's Services and Pods (created from the stored
+  Deployments), the port names exist, `helm upgrade` switches to PodMonitors, and the CRDs'
+  schemas refuse an endpoint without a port name;
+- `promtool check rules` accepts the rendered rule groups (and refuses a broken one), and
+  `promtool test rules` (tests/e2e/monitoring/alerts_test.yaml, plus cases generated here
+  for non-default values) fires and clears GatehouseEnvoyNack, GatehouseEnvoyConfigBehind and
+  GatehouseBreakerOpen on sample series; a naive NACK rule fails those cases.
 
-Needs the tools from scripts/build-kube-tools, Envoy and git; under CI=true a missing one
-fails.
+Needs the tools from scripts/build-kube-tools, Envoy, git and promtool (Debian's
+`prometheus` package); under CI=true a missing one fails.
 """
 
 from __future__ import annotations
@@ -26,6 +40,8 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shutil
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +59,7 @@ from tests.e2e.test_helm_chart import (  # noqa: F401 - api, helm_home and tools
     CHART,
     NAMESPACE,
     RELEASE,
+    WITH_ISSUERS,
     api,
     find,
     helm_home,
@@ -51,6 +68,7 @@ from tests.e2e.test_helm_chart import (  # noqa: F401 - api, helm_home and tools
     template,
     tools,
 )
+from tests.e2e.monitoring.operator_crds import POD_MONITOR_CRD, SERVICE_MONITOR_CRD
 from tests.harness.binaries import require_binary
 from tests.harness.envoy import envoy_binary
 from tests.harness.gateway import GatewayStack
@@ -74,6 +92,7 @@ ALERT_NAMES = {
     "upstream5xxRatio": "GatehouseUpstream5xxRatio",
     "circuitBreakerOpen": "GatehouseCircuitBreakerOpen",
     "requestsNotServedUpstream": "GatehouseRequestsNotServedUpstream",
+    "breakerOpen": "GatehouseBreakerOpen",
 }
 # Where the Python code declares its metrics (module-level metrics register on import).
 METRIC_MODULES = ["control_plane.metrics", "ext_authz.metrics", "limiter.metrics", "telemetry.metrics"]
@@ -296,19 +315,21 @@ def test_alert_rules_take_thresholds_durations_labels_and_selector_from_values(t
     assert severities == {
         "GatehouseEnvoyNack": "critical", "GatehouseEnvoyConfigBehind": "warning", "GatehouseRoute5xxRatio": "critical",
         "GatehouseUpstream5xxRatio": "warning", "GatehouseCircuitBreakerOpen": "warning", "GatehouseRequestsNotServedUpstream": "critical",
+        "GatehouseBreakerOpen": "warning",
     }  # fmt: skip
     durations = {name: r["for"] for name, r in rules.items()}
     assert durations == {
         "GatehouseEnvoyNack": "0s", "GatehouseEnvoyConfigBehind": "30s", "GatehouseRoute5xxRatio": "10m",
         "GatehouseUpstream5xxRatio": "5m", "GatehouseCircuitBreakerOpen": "2m", "GatehouseRequestsNotServedUpstream": "5m",
+        "GatehouseBreakerOpen": "2m",
     }  # fmt: skip
     for name, r in rules.items():
         assert {k: v for k, v in r["labels"].items() if k != "severity"} == {"team": "edge", "page": "false"}, name
         assert r["annotations"]["summary"] and r["annotations"]["description"], name
         assert "{{ $labels." in r["annotations"]["summary"] + r["annotations"]["description"], name  # Prometheus', not Helm's
-        # Every rate window is `window` (two alerts read gauges only); every series
+        # Every rate window is `window` (three alerts read gauges only); every series
         # selector carries `selector`.
-        gauges_only = name in {"GatehouseEnvoyConfigBehind", "GatehouseCircuitBreakerOpen"}
+        gauges_only = name in {"GatehouseEnvoyConfigBehind", "GatehouseCircuitBreakerOpen", "GatehouseBreakerOpen"}
         assert set(re.findall(r"\[[^\]]*\]", r["expr"])) == (set() if gauges_only else {"[10m]"}), (name, r["expr"])
         names = metric_names(r["expr"])
         found = selectors(r["expr"])
@@ -462,7 +483,10 @@ def envoy_stats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     envoy_binary()
     require_binary("git", "apt-get install git")
     extra = {
-        "extAuthz": {"address": f"127.0.0.1:{free_port()}", "timeout": "200ms"},
+        # publicRouteLimits false: /limited goes through Envoy's ratelimit filter, whose
+        # stats the dashboard reads for gRPC and opt-out setups (over HTTP, a public route's
+        # failed checks count in the ext_authz stats, as an authenticated route's do).
+        "extAuthz": {"address": f"127.0.0.1:{free_port()}", "timeout": "200ms", "publicRouteLimits": False},
         "rateLimit": {"address": f"127.0.0.1:{free_port()}", "timeout": "100ms"},
         "accessLog": {"address": f"127.0.0.1:{free_port()}"},
     }
@@ -698,3 +722,508 @@ def test_api_server_stores_the_rendered_prometheus_rule_and_dashboard(api: KubeA
     refused = api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(typo), check=False)
     assert refused.returncode != 0 and "exprr" in refused.stderr, refused.stderr
     assert api.kubectl("get", "prometheusrule", "broken", "typo", "-n", "monitoring", "--ignore-not-found", "-o", "name").stdout == ""
+
+
+# --- scrape configuration: ServiceMonitor / PodMonitor ------------------------------------------
+
+SERVICE_MONITORS_ON = ["--set", "monitoring.serviceMonitor.enabled=true"]
+POD_MONITORS_ON = ["--set", "monitoring.podMonitor.enabled=true"]
+SIDECARS = ["--set", "extAuthz.enabled=true,rateLimit.enabled=true,telemetry.enabled=true,redis.enabled=true", *WITH_ISSUERS]
+CONTROL_PLANE_MONITOR = f"{RELEASE}-gatehouse-control-plane"
+GATEWAY_MONITOR = f"{RELEASE}-gatehouse-gateway"
+GATEWAY_METRICS = f"{RELEASE}-gatehouse-gateway-metrics"
+MONITOR_KINDS = {"ServiceMonitor", "PodMonitor"}
+# A target: (pod, or the Deployment whose template it is; container; container port).
+Target = tuple[str, str, int]
+# What each endpoint (port name, path) scrapes, with every sidecar on and default ports.
+SIDECAR_ENDPOINTS = {
+    "ServiceMonitor": {
+        CONTROL_PLANE_MONITOR: {("http-admin", "/metrics"): {("control-plane", 19000)}},
+        GATEWAY_MONITOR: {
+            ("envoy-stats", "/stats/prometheus"): {("envoy", 9902)},
+            ("authz-metrics", "/metrics"): {("ext-authz", 9003)},
+            ("rl-metrics", "/metrics"): {("ratelimit", 9004)},
+            ("tm-metrics", "/metrics"): {("telemetry", 9005)},
+        },
+    },
+    "PodMonitor": {
+        CONTROL_PLANE_MONITOR: {("admin", "/metrics"): {("control-plane", 19000)}},
+        GATEWAY_MONITOR: {
+            ("health", "/stats/prometheus"): {("envoy", 9902)},
+            ("authz-metrics", "/metrics"): {("ext-authz", 9003)},
+            ("rl-metrics", "/metrics"): {("ratelimit", 9004)},
+            ("tm-metrics", "/metrics"): {("telemetry", 9005)},
+        },
+    },
+}
+
+
+def monitors(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"] in MONITOR_KINDS}
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A Kubernetes LabelSelector, as the API server evaluates it."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
+        matched = {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
+                   "Exists": key in labels, "DoesNotExist": key not in labels}[operator]  # fmt: skip
+        if not matched:
+            return False
+    return True
+
+
+def selector_arg(selector: dict[str, Any]) -> str:
+    """The same LabelSelector as kubectl's -l, for the API server to evaluate."""
+    assert set(selector) <= {"matchLabels", "matchExpressions"}, selector
+    terms = [f"{key}={value}" for key, value in selector.get("matchLabels", {}).items()]
+    for e in selector.get("matchExpressions", []):
+        values = ",".join(e.get("values", []))
+        terms.append({"In": f"{e['key']} in ({values})", "NotIn": f"{e['key']} notin ({values})",
+                      "Exists": e["key"], "DoesNotExist": f"!{e['key']}"}[e["operator"]])  # fmt: skip
+    assert terms, "an empty selector would pick everything"
+    return ",".join(terms)
+
+
+def template_pods(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each Deployment's pod template as the pod it makes (named after the Deployment)."""
+    return [
+        {"metadata": {**d["spec"]["template"]["metadata"], "name": d["metadata"]["name"], "namespace": d["metadata"]["namespace"]},
+         "spec": d["spec"]["template"]["spec"]}
+        for d in docs if d["kind"] == "Deployment"
+    ]  # fmt: skip
+
+
+def container_ports(pod: dict[str, Any], port: str | int) -> set[Target]:
+    """The container ports a port name (or number) means in a pod."""
+    return {
+        (pod["metadata"]["name"], container["name"], p["containerPort"])
+        for container in pod["spec"]["containers"]
+        for p in container.get("ports", [])
+        if port in (p.get("name"), p["containerPort"])
+    }
+
+
+def in_scope(monitor: dict[str, Any], obj: dict[str, Any]) -> bool:
+    spec = monitor["spec"]
+    return obj["metadata"]["namespace"] in spec["namespaceSelector"]["matchNames"] and selects(spec["selector"], obj["metadata"].get("labels", {}))
+
+
+def endpoints_of(monitor: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(monitor["spec"]["endpoints" if monitor["kind"] == "ServiceMonitor" else "podMetricsEndpoints"])
+
+
+def scrape_targets(monitor: dict[str, Any], services: list[dict[str, Any]], pods: list[dict[str, Any]]) -> dict[tuple[str, str], set[Target]]:
+    """What the operator would scrape for each endpoint (port name, path): a ServiceMonitor's
+    selector picks Services in its namespaceSelector's namespaces, the endpoint names one of
+    their ports, whose targetPort is a container port of the pods the Service selects; a
+    PodMonitor's selector picks pods, the endpoint names a container port."""
+    found: dict[tuple[str, str], set[Target]] = {}
+    for endpoint in endpoints_of(monitor):
+        targets: set[Target] = set()
+        if monitor["kind"] == "ServiceMonitor":
+            for service in (s for s in services if in_scope(monitor, s)):
+                for port in (p for p in service["spec"]["ports"] if p.get("name") == endpoint["port"]):
+                    for pod in pods:
+                        same_namespace = pod["metadata"]["namespace"] == service["metadata"]["namespace"]
+                        if same_namespace and selects({"matchLabels": service["spec"]["selector"]}, pod["metadata"]["labels"]):
+                            targets |= container_ports(pod, port["targetPort"])
+        else:
+            for pod in (p for p in pods if in_scope(monitor, p)):
+                targets |= container_ports(pod, endpoint["port"])
+        found[(endpoint["port"], endpoint["path"])] = targets
+    return found
+
+
+def by_container(targets: dict[tuple[str, str], set[Target]]) -> dict[tuple[str, str], set[tuple[str, int]]]:
+    return {endpoint: {(container, port) for _, container, port in found} for endpoint, found in targets.items()}
+
+
+def test_monitors_render_only_when_switched_on_and_never_both(tools: KubeTools, helm_home: Path) -> None:
+    def keys(docs: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+        return {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace", "")) for d in docs}
+
+    defaults = objects(template(tools, helm_home))
+    assert not monitors(defaults) and not [d for d in defaults if d["metadata"]["name"] == GATEWAY_METRICS]
+    service_monitors = objects(template(tools, helm_home, *SERVICE_MONITORS_ON))
+    assert keys(service_monitors) - keys(defaults) == {
+        ("ServiceMonitor", CONTROL_PLANE_MONITOR, NAMESPACE), ("ServiceMonitor", GATEWAY_MONITOR, NAMESPACE), ("Service", GATEWAY_METRICS, NAMESPACE),
+    }  # fmt: skip
+    pod_monitors = objects(template(tools, helm_home, *POD_MONITORS_ON))
+    assert keys(pod_monitors) - keys(defaults) == {("PodMonitor", CONTROL_PLANE_MONITOR, NAMESPACE), ("PodMonitor", GATEWAY_MONITOR, NAMESPACE)}
+    for docs in (service_monitors, pod_monitors):
+        # Nothing else changes: the workloads and the client-facing Services render the same.
+        assert [d for d in docs if d["kind"] not in MONITOR_KINDS and d["metadata"]["name"] != GATEWAY_METRICS] == defaults
+        assert all(m["apiVersion"] == "monitoring.coreos.com/v1" for m in monitors(docs).values())
+
+    both = run_helm(tools, helm_home, "template", RELEASE, str(CHART), *SERVICE_MONITORS_ON, *POD_MONITORS_ON, check=False)
+    assert both.returncode != 0 and "every series would be collected twice" in both.stderr, both.stderr
+
+
+@pytest.mark.parametrize("kind", ["ServiceMonitor", "PodMonitor"])
+@pytest.mark.parametrize("sidecars", [False, True], ids=["envoy-only", "every-sidecar"])
+def test_monitors_resolve_to_exactly_the_metrics_ports(tools: KubeTools, helm_home: Path, kind: str, sidecars: bool) -> None:
+    switch = SERVICE_MONITORS_ON if kind == "ServiceMonitor" else POD_MONITORS_ON
+    docs = objects(template(tools, helm_home, *switch, *(SIDECARS if sidecars else [])))
+    found = monitors(docs)
+    assert set(found) == {(kind, CONTROL_PLANE_MONITOR), (kind, GATEWAY_MONITOR)}
+    services = [d for d in docs if d["kind"] == "Service"]
+    pods = template_pods(docs)
+    expected = SIDECAR_ENDPOINTS[kind]
+    for name in (CONTROL_PLANE_MONITOR, GATEWAY_MONITOR):
+        monitor = found[(kind, name)]
+        want = expected[name] if sidecars or name == CONTROL_PLANE_MONITOR else dict(list(expected[name].items())[:1])
+        targets = scrape_targets(monitor, services, pods)
+        assert by_container(targets) == want, (name, targets)
+        # Each endpoint reaches one Deployment's pods: the control plane's or the gateway's.
+        owners = {owner for found_targets in targets.values() for owner, _, _ in found_targets}
+        assert owners == {f"{RELEASE}-gatehouse-{'control-plane' if name == CONTROL_PLANE_MONITOR else 'gateway'}"}, owners
+        spec = monitor["spec"]
+        assert spec["jobLabel"] == "app.kubernetes.io/name" and spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        assert all(e["scheme"] == "http" and e["interval"] == "30s" and "scrapeTimeout" not in e for e in endpoints_of(monitor))
+    if kind == "ServiceMonitor":
+        # The monitors pick only their own Service; the client-facing gateway Service (a
+        # LoadBalancer, maybe) exposes no metrics port.
+        picked = {m["metadata"]["name"]: {s["metadata"]["name"] for s in services if in_scope(m, s)} for m in found.values()}
+        assert picked == {CONTROL_PLANE_MONITOR: {CONTROL_PLANE_MONITOR}, GATEWAY_MONITOR: {GATEWAY_METRICS}}, picked
+        assert [p["name"] for p in find(docs, "Service", f"{RELEASE}-gatehouse-gateway")["spec"]["ports"]] == ["http"]
+        metrics_service = find(docs, "Service", GATEWAY_METRICS)
+        assert metrics_service["spec"]["clusterIP"] == "None"
+        # The job label the operator takes from each Service: job="gatehouse" for every series.
+        assert {s["metadata"]["labels"]["app.kubernetes.io/name"] for s in services if any(in_scope(m, s) for m in found.values())} == {"gatehouse"}
+    else:
+        pod_labels = {p["metadata"]["name"]: p["metadata"]["labels"]["app.kubernetes.io/name"] for p in pods}
+        assert set(pod_labels.values()) == {"gatehouse"}
+
+
+def test_monitor_knobs_come_from_values(tools: KubeTools, helm_home: Path) -> None:
+    relabelings = [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"}]
+    metric_relabelings = [{"sourceLabels": ["__name__"], "regex": "envoy_vhost_route_upstream_rq_time_bucket", "action": "drop"}]
+    for kind, key in (("ServiceMonitor", "serviceMonitor"), ("PodMonitor", "podMonitor")):
+        values = [
+            "--set", f"monitoring.{key}.enabled=true,monitoring.{key}.namespace=monitoring",
+            "--set", f"monitoring.{key}.interval=15s,monitoring.{key}.scrapeTimeout=10s",
+            "--set-json", f'monitoring.{key}.labels={{"release":"prometheus"}}',
+            "--set-json", f'monitoring.{key}.annotations={{"owner":"edge-team"}}',
+            "--set-json", f"monitoring.{key}.relabelings={json.dumps(relabelings)}",
+            "--set-json", f"monitoring.{key}.metricRelabelings={json.dumps(metric_relabelings)}",
+            "--set", "rateLimit.enabled=true,redis.enabled=true",
+        ]  # fmt: skip
+        found = monitors(objects(template(tools, helm_home, *values)))
+        assert len(found) == 2
+        for monitor in found.values():
+            metadata = monitor["metadata"]
+            assert monitor["kind"] == kind and metadata["namespace"] == "monitoring"
+            assert metadata["labels"]["release"] == "prometheus" and metadata["labels"]["app.kubernetes.io/instance"] == RELEASE
+            assert metadata["annotations"] == {"owner": "edge-team"}
+            # The monitor lives in `monitoring`, the targets stay in the release namespace.
+            assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+            for endpoint in endpoints_of(monitor):
+                assert (endpoint["interval"], endpoint["scrapeTimeout"]) == ("15s", "10s"), endpoint
+                assert endpoint["relabelings"] == relabelings and endpoint["metricRelabelings"] == metric_relabelings
+        assert len(endpoints_of(found[(kind, GATEWAY_MONITOR)])) == 2  # Envoy and the ratelimit sidecar
+
+        # "" leaves interval and timeout to Prometheus.
+        unset = monitors(objects(template(tools, helm_home, "--set", f"monitoring.{key}.enabled=true,monitoring.{key}.interval=")))
+        for monitor in unset.values():
+            assert all(set(e) == {"port", "path", "scheme"} for e in endpoints_of(monitor)), monitor
+            assert monitor["metadata"]["namespace"] == NAMESPACE and "annotations" not in monitor["metadata"]
+
+
+def test_gateway_metrics_service_name_fits_a_dns_label(tools: KubeTools, helm_home: Path) -> None:
+    long_name = "a" * 60
+    docs = objects(template(tools, helm_home, *SERVICE_MONITORS_ON, "--set", f"fullnameOverride={long_name}"))
+    service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["labels"]["app.kubernetes.io/component"] == "gateway-metrics")
+    name = service["metadata"]["name"]
+    assert len(name) <= 63 and re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and name.endswith("-gateway-metrics"), name
+
+
+def test_helm_lint_is_clean_with_monitors(tools: KubeTools, helm_home: Path) -> None:
+    for switch in (SERVICE_MONITORS_ON, POD_MONITORS_ON):
+        result = run_helm(tools, helm_home, "lint", "--strict", str(CHART), "--namespace", NAMESPACE, *switch, *SIDECARS, *RULES_ON)
+        assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout, result.stdout
+        assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["--set", "monitoring.serviceMonitor.enabeld=true"], "enabeld"),
+        (["--set", "monitoring.podMonitor.enabled=yes"], "enabled"),
+        (["--set", "monitoring.serviceMonitor.interval=30"], "interval"),
+        (["--set", "monitoring.podMonitor.interval=0s"], "interval"),
+        (["--set", "monitoring.serviceMonitor.scrapeTimeout=soon"], "scrapeTimeout"),
+        (["--set", "monitoring.podMonitor.namespace=Monitoring"], "namespace"),
+        (["--set", "monitoring.serviceMonitor.labels.release=1"], "release"),
+        (["--set-json", 'monitoring.serviceMonitor.relabelings=[{"source_labels":["__name__"]}]'], "source_labels"),  # Prometheus' spelling, not the operator's
+        (["--set-json", 'monitoring.podMonitor.metricRelabelings=[{"sourceLabels":["__name__"],"action":"delete"}]'], "action"),
+        (["--set-json", 'monitoring.podMonitor.metricRelabelings={"action":"drop"}'], "metricRelabelings"),
+        (["--set", "monitoring.serviceMonitor.port=metrics"], "port"),
+    ],
+)
+def test_schema_refuses_unknown_and_mistyped_monitor_values(tools: KubeTools, helm_home: Path, values: list[str], message: str) -> None:
+    result = run_helm(tools, helm_home, "template", RELEASE, str(CHART), *values, check=False)
+    assert result.returncode != 0, f"helm template {values} was accepted"
+    assert "schema" in result.stderr and message in result.stderr, result.stderr
+
+
+SCRAPE_RELEASE = "scrape"
+SCRAPE_NAMESPACE = "gatehouse-scrape"
+
+
+def kube_items(api: KubeAPIServer, *args: str) -> list[dict[str, Any]]:
+    return list(json.loads(api.kubectl("get", *args, "-o", "json").stdout)["items"])
+
+
+def kube_names(api: KubeAPIServer, *args: str) -> set[str]:
+    return {item["metadata"]["name"] for item in kube_items(api, *args)}
+
+
+def test_api_server_stores_the_monitors_and_they_select_the_charts_services_and_pods(api: KubeAPIServer, tmp_path: Path) -> None:
+    for crd in (SERVICE_MONITOR_CRD, POD_MONITOR_CRD):
+        api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(crd))
+        api.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+    prefix = f"{SCRAPE_RELEASE}-gatehouse"
+    monitored = ["-l", f"app.kubernetes.io/instance={SCRAPE_RELEASE}", "-n", "monitoring"]
+    install = api.helm(
+        "install", SCRAPE_RELEASE, str(CHART), "--namespace", SCRAPE_NAMESPACE, "--create-namespace", *SIDECARS,
+        "--set", "monitoring.serviceMonitor.enabled=true,monitoring.serviceMonitor.namespace=monitoring",
+        "--set-json", 'monitoring.serviceMonitor.labels={"release":"prometheus"}',
+    )  # fmt: skip
+    assert "Prometheus Operator ServiceMonitors are installed in namespace monitoring" in install.stdout, install.stdout
+    assert "adminFrom is empty" not in install.stdout, install.stdout
+    # No controllers run here: the pods the Deployments would make, from their stored templates.
+    deployments = kube_items(api, "deployments", "-n", SCRAPE_NAMESPACE)
+    assert {d["metadata"]["name"] for d in deployments} == {f"{prefix}-control-plane", f"{prefix}-gateway", f"{prefix}-redis"}
+    pods = [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": f"{d['metadata']['name']}-0", "namespace": SCRAPE_NAMESPACE, "labels": d["spec"]["template"]["metadata"]["labels"]},
+         "spec": d["spec"]["template"]["spec"]}
+        for d in deployments
+    ]  # fmt: skip
+    api.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(pods))
+    stored_pods = kube_items(api, "pods", "-n", SCRAPE_NAMESPACE)
+    assert len(stored_pods) == 3
+
+    def check_targets(kind: str) -> None:
+        stored = {m["metadata"]["name"]: m for m in kube_items(api, kind.lower() + "s", *monitored)}
+        assert set(stored) == {f"{prefix}-control-plane", f"{prefix}-gateway"}, set(stored)
+        services = kube_items(api, "services", "-n", SCRAPE_NAMESPACE)
+        for name, monitor in stored.items():
+            assert monitor["metadata"]["labels"]["release"] == "prometheus"
+            (namespace,) = monitor["spec"]["namespaceSelector"]["matchNames"]
+            assert namespace == SCRAPE_NAMESPACE
+            # The API server's own selection, at each step the operator takes.
+            selector = selector_arg(monitor["spec"]["selector"])
+            component = "control-plane" if name.endswith("control-plane") else "gateway"
+            if kind == "ServiceMonitor":
+                picked = kube_names(api, "services", "-n", namespace, "-l", selector)
+                assert picked == {f"{prefix}-control-plane" if component == "control-plane" else f"{prefix}-gateway-metrics"}, (name, picked)
+                for service in (s for s in services if s["metadata"]["name"] in picked):
+                    behind = kube_names(api, "pods", "-n", namespace, "-l", selector_arg({"matchLabels": service["spec"]["selector"]}))
+                    assert behind == {f"{prefix}-{component}-0"}, (service["metadata"]["name"], behind)
+                    port_names = {p["name"] for p in service["spec"]["ports"]}
+                    assert {e["port"] for e in endpoints_of(monitor)} <= port_names, (name, port_names)
+            else:
+                picked = kube_names(api, "pods", "-n", namespace, "-l", selector)
+                assert picked == {f"{prefix}-{component}-0"}, (name, picked)
+            # Every endpoint ends at the container port serving its path.
+            targets = by_container(scrape_targets(monitor, services, stored_pods))
+            want = SIDECAR_ENDPOINTS[kind][CONTROL_PLANE_MONITOR if component == "control-plane" else GATEWAY_MONITOR]
+            assert targets == want, (name, targets)
+
+    check_targets("ServiceMonitor")
+    assert kube_names(api, "podmonitors", *monitored) == set()
+
+    # Switched to PodMonitors: the ServiceMonitors and their Service go, the PodMonitors select.
+    # With NetworkPolicies and no adminFrom, the notes say the control plane refuses Prometheus.
+    upgrade = api.helm(
+        "upgrade", SCRAPE_RELEASE, str(CHART), "--namespace", SCRAPE_NAMESPACE, "--reuse-values",
+        "--set", "monitoring.serviceMonitor.enabled=false,monitoring.podMonitor.enabled=true,monitoring.podMonitor.namespace=monitoring",
+        "--set-json", 'monitoring.podMonitor.labels={"release":"prometheus"}', "--set", "networkPolicy.enabled=true",
+    )  # fmt: skip
+    assert "Prometheus Operator PodMonitors are installed in namespace monitoring" in upgrade.stdout, upgrade.stdout
+    assert "networkPolicy.controlPlane.adminFrom is empty" in upgrade.stdout, upgrade.stdout
+    assert kube_names(api, "servicemonitors", *monitored) == set()
+    assert f"{prefix}-gateway-metrics" not in kube_names(api, "services", "-n", SCRAPE_NAMESPACE)
+    check_targets("PodMonitor")
+
+    # The CRDs' schemas are live: a port number where the name belongs, an endpoint without
+    # a port, Prometheus' snake_case relabeling key.
+    (gateway,) = [m for m in kube_items(api, "podmonitors", *monitored) if m["metadata"]["name"] == f"{prefix}-gateway"]
+    base = {"apiVersion": gateway["apiVersion"], "kind": "PodMonitor", "metadata": {"name": "broken", "namespace": "monitoring"}, "spec": gateway["spec"]}
+    broken: list[tuple[str, dict[str, Any], str]] = []
+    numbered = json.loads(json.dumps(base))
+    numbered["spec"]["podMetricsEndpoints"][0]["port"] = 9902
+    broken.append(("numbered", numbered, "port"))
+    portless = json.loads(json.dumps(base))
+    del portless["spec"]["podMetricsEndpoints"][0]["port"]
+    broken.append(("portless", portless, "port"))
+    snake = json.loads(json.dumps(base))
+    snake["spec"]["podMetricsEndpoints"][0]["relabelings"] = [{"source_labels": ["__name__"], "action": "drop"}]
+    broken.append(("snake", snake, "source_labels"))
+    for case, doc, field in broken:
+        refused = api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(doc), check=False)
+        assert refused.returncode != 0 and field in refused.stderr, (case, refused.stderr)
+    assert api.kubectl("get", "podmonitor", "broken", "-n", "monitoring", "--ignore-not-found", "-o", "name").stdout == ""
+    api.helm("uninstall", SCRAPE_RELEASE, "--namespace", SCRAPE_NAMESPACE)
+    assert kube_names(api, "podmonitors", *monitored) == set()
+
+
+# --- promtool: the rules as Prometheus loads and evaluates them -------------------------------------
+
+ALERTS_TEST = REPO_ROOT / "tests" / "e2e" / "monitoring" / "alerts_test.yaml"
+RULES_FILE = "gatehouse-alerts.rules.yaml"
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    return require_binary("promtool", "Debian's prometheus package provides it: apt-get install -y --no-install-recommends prometheus (only /usr/bin/promtool is used)")
+
+
+def run_promtool(promtool: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=120, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def write_rule_groups(rule: dict[str, Any], directory: Path) -> Path:
+    """The PrometheusRule's groups as a Prometheus rule file (what the operator writes)."""
+    path = directory / RULES_FILE
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}, sort_keys=False))
+    return path
+
+
+CHECKED_VARIANTS = {
+    "defaults": [],
+    "custom": [
+        "--set", "monitoring.prometheusRule.window=10m,monitoring.prometheusRule.interval=30s",
+        "--set-string", 'monitoring.prometheusRule.selector=job="gatehouse"\\,namespace=~"gatehouse-.*"',
+        "--set-json", 'monitoring.prometheusRule.ruleLabels={"team":"edge"}',
+        "--set", "monitoring.prometheusRule.alerts.envoyConfigBehind.seconds=90,monitoring.prometheusRule.alerts.route5xxRatio.for=10m",
+    ],
+    "some-alerts-off": ["--set", "monitoring.prometheusRule.alerts.envoyNack.enabled=false,monitoring.prometheusRule.alerts.circuitBreakerOpen.enabled=false"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", CHECKED_VARIANTS)
+def test_promtool_check_rules_accepts_the_rendered_rule_groups(tools: KubeTools, helm_home: Path, promtool: str, tmp_path: Path, variant: str) -> None:
+    (rule,) = rule_docs(*RULES_ON, *CHECKED_VARIANTS[variant], tools=tools, home=helm_home)
+    path = write_rule_groups(rule, tmp_path)
+    count = len(rules_of(rule))
+    result = run_promtool(promtool, "check", "rules", str(path), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {count} rules found" in result.stdout, result.stdout
+    assert count == (5 if variant == "some-alerts-off" else 7)
+
+
+def test_promtool_check_rules_refuses_a_broken_rule(tools: KubeTools, helm_home: Path, promtool: str, tmp_path: Path) -> None:
+    """The check above can fail: a PromQL syntax error, an unclosed annotation template."""
+    (rule,) = rule_docs(*RULES_ON, tools=tools, home=helm_home)
+    rule["spec"]["groups"][0]["rules"][1]["expr"] = "max by (namespace (gatehouse_xds_oldest_unacked_push_seconds) > 60"
+    rule["spec"]["groups"][0]["rules"][0]["annotations"]["summary"] = "{{ $labels.type "
+    result = run_promtool(promtool, "check", "rules", str(write_rule_groups(rule, tmp_path)), cwd=tmp_path)
+    assert result.returncode != 0, result.stdout
+    output = result.stdout + result.stderr
+    assert re.search(r'"GatehouseEnvoyNack": annotation "summary": .*unclosed action', output), output
+    assert re.search(r'"GatehouseEnvoyConfigBehind": could not parse expression: .*parse error', output), output
+
+
+def promtool_test(promtool: str, rule: dict[str, Any], directory: Path, tests: Path | None = None, text: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules` on a test file next to the rendered rules."""
+    write_rule_groups(rule, directory)
+    target = directory / "alerts_test.yaml"
+    if tests is not None:
+        shutil.copyfile(tests, target)
+    else:
+        assert text is not None
+        target.write_text(text)
+    return run_promtool(promtool, "test", "rules", target.name, cwd=directory)
+
+
+def test_promtool_test_rules_nack_and_config_behind_fire_and_clear(tools: KubeTools, helm_home: Path, promtool: str, tmp_path: Path) -> None:
+    (rule,) = rule_docs(*RULES_ON, tools=tools, home=helm_home)
+    result = promtool_test(promtool, rule, tmp_path, tests=ALERTS_TEST)
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr
+    cases = yaml.safe_load(ALERTS_TEST.read_text())["tests"]
+    checked = [t for case in cases for t in case["alert_rule_test"]]
+    for alert in ("GatehouseEnvoyNack", "GatehouseEnvoyConfigBehind", "GatehouseBreakerOpen"):
+        outcomes = [bool(t["exp_alerts"]) for t in checked if t["alertname"] == alert]
+        assert True in outcomes and False in outcomes, alert  # both firing and quiet
+
+
+@pytest.mark.parametrize(
+    ("mutation", "failing_case"),
+    [
+        # The rule as it was: increase() alone misses the NACK that creates a counter.
+        ("naive-nack", "the first NACK of a process fires for one window"),
+        ("late-behind", "an Envoy out of date for more than 60s fires until it catches up"),
+        # OPEN only: each HALF_OPEN probe scrape would restart `for`.
+        ("breaker-open-only", "a route breaker not closed for 2m fires through its probes until it closes"),
+    ],
+)
+def test_promtool_test_rules_catch_a_wrong_rule(tools: KubeTools, helm_home: Path, promtool: str, tmp_path: Path, mutation: str, failing_case: str) -> None:
+    values = ["--set", "monitoring.prometheusRule.alerts.envoyConfigBehind.seconds=120"] if mutation == "late-behind" else []
+    (rule,) = rule_docs(*RULES_ON, *values, tools=tools, home=helm_home)
+    if mutation == "naive-nack":
+        nack = rules_of(rule)["GatehouseEnvoyNack"]
+        nack["expr"] = "sum by (namespace, type) (increase(gatehouse_xds_nacks_total[5m])) > 0"
+    if mutation == "breaker-open-only":
+        rules_of(rule)["GatehouseBreakerOpen"]["expr"] = 'max by (namespace, route) (gatehouse_breaker_state{phase="open"}) > 0'
+    result = promtool_test(promtool, rule, tmp_path, tests=ALERTS_TEST)
+    assert result.returncode != 0, result.stdout
+    assert f"name: {failing_case}" in result.stdout + result.stderr, result.stdout + result.stderr
+
+
+def test_promtool_test_rules_with_a_selector_and_a_threshold_from_values(tools: KubeTools, helm_home: Path, promtool: str, tmp_path: Path) -> None:
+    """Non-default values, cases generated here: with selector job="gatehouse" (what the
+    chart's monitors set) another job's NACKs and lag are not Gatehouse's; seconds=90."""
+    values = [
+        "--set-string", 'monitoring.prometheusRule.selector=job="gatehouse"',
+        "--set", "monitoring.prometheusRule.alerts.envoyConfigBehind.seconds=90,monitoring.prometheusRule.alerts.envoyNack.severity=critical",
+        "--set-json", 'monitoring.prometheusRule.ruleLabels={"team":"edge"}',
+    ]  # fmt: skip
+    (rule,) = rule_docs(*RULES_ON, *values, tools=tools, home=helm_home)
+    ours = 'job="gatehouse",namespace="gatehouse-system",pod="cp-a"'
+    theirs = 'job="other-xds",namespace="gatehouse-system",pod="x-1"'
+
+    def nack(type_: str) -> list[dict[str, Any]]:
+        description = (
+            f"Envoys NACKed about 1 {type_} push(es) in namespace gatehouse-system in the last 5m. They keep serving their previous"
+            " configuration. Run gatehouse status (or GET /status on the control plane's admin port) for the node, Envoy's error and"
+            " the routes suspected (docs/monitoring.md)."
+        )
+        labels = {"severity": "critical", "team": "edge", "namespace": "gatehouse-system", "type": type_}
+        return [{"exp_labels": labels, "exp_annotations": {"summary": f"Envoy refused a {type_} configuration from the control plane", "description": description}}]
+
+    def behind(type_: str, age: str) -> list[dict[str, Any]]:
+        description = (
+            f"A connected Envoy in namespace gatehouse-system has not ACKed a {type_} push for {age}: it refused it or is stuck, and"
+            " serves an older configuration than the control plane's. gatehouse status --node <node> --diff shows what it lacks"
+            " (docs/monitoring.md)."
+        )
+        labels = {"severity": "warning", "team": "edge", "namespace": "gatehouse-system", "type": type_}
+        return [{"exp_labels": labels, "exp_annotations": {"summary": f"An Envoy has been out of date for {age} ({type_})", "description": description}}]
+
+    tests = {
+        "rule_files": [RULES_FILE],
+        "evaluation_interval": "30s",
+        "tests": [{
+            "name": "selector and threshold from values",
+            "interval": "30s",
+            "input_series": [
+                {"series": f"gatehouse_xds_nacks_total{{{ours},type=\"RDS\"}}", "values": "_x4 1x20"},
+                {"series": f"gatehouse_xds_nacks_total{{{theirs},type=\"CDS\"}}", "values": "_x4 1x20"},
+                {"series": f"gatehouse_xds_oldest_unacked_push_seconds{{{ours},type=\"LDS\"}}", "values": "0 30+30x10"},  # 90 at 1m30s, 120 at 2m
+                {"series": f"gatehouse_xds_oldest_unacked_push_seconds{{{theirs},type=\"CDS\"}}", "values": "600x10"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "1m30s", "alertname": "GatehouseEnvoyConfigBehind", "exp_alerts": []},  # 90 is not over 90
+                {"eval_time": "2m", "alertname": "GatehouseEnvoyConfigBehind", "exp_alerts": behind("LDS", "2m 0s")},
+                {"eval_time": "2m", "alertname": "GatehouseEnvoyNack", "exp_alerts": nack("RDS")},
+                {"eval_time": "8m", "alertname": "GatehouseEnvoyNack", "exp_alerts": []},
+            ],
+        }],
+    }  # fmt: skip
+    result = promtool_test(promtool, rule, tmp_path, text=yaml.safe_dump(tests, sort_keys=False))
+    assert result.returncode == 0 and "SUCCESS" in result.stdout, result.stdout + result.stderr

@@ -17,6 +17,15 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from .ports import free_port
 
 
+def forge_signature(token: str) -> str:
+    """The token with its signature's first character changed: still canonical base64url, so the
+    verifier gets as far as the signature and refuses it as bad_signature. (Changing the last
+    character, or writing a run of 'B's, can set the encoding's spare bits and be refused earlier,
+    as malformed.)"""
+    head, payload, signature = token.split(".")
+    return f"{head}.{payload}.{'A' if signature[0] != 'A' else 'B'}{signature[1:]}"
+
+
 class TestIssuer:
     __test__ = False  # not a pytest class
 

@@ -16,7 +16,7 @@ import pytest
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import wait_for
-from tests.harness.issuer import JwksServer, TestIssuer
+from tests.harness.issuer import JwksServer, TestIssuer, forge_signature
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 from tests.integration.conftest import StackFactory, ext_authz_entry
@@ -32,6 +32,15 @@ ROUTES = [
     ),
     route_doc("admin", {"match": {"pathPrefix": "/admin"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"roles": ["admin"]}}),
     route_doc("public", {"match": {"pathPrefix": "/public"}, "backends": [{"service": "svc-b", "port": 8080}], "auth": {"required": False}}),
+    route_doc(
+        "retired",
+        {
+            "match": {"pathPrefix": "/retired"},
+            "disabled": {"status": 410, "body": "gone"},
+            "auth": {"scopes": ["orders:read"]},
+            "rateLimits": [{"key": "user", "limit": 1, "window": "1h"}],
+        },
+    ),
 ]
 
 
@@ -82,8 +91,7 @@ def test_a_valid_token_reaches_the_upstream_with_identity_headers_and_bad_ones_d
         assert reply.status == 401 and reply.json()["error"]["reason"] == "expired"
         assert expired not in reply.body.decode() and "alice" not in reply.body.decode()
 
-        forged = issuer.token("mallory", scope="orders:read")
-        forged = forged[:-8] + ("AAAAAAAA" if not forged.endswith("AAAAAAAA") else "BBBBBBBB")
+        forged = forge_signature(issuer.token("mallory", scope="orders:read"))
         assert stack.get("/orders/1", headers=bearer(forged)).status == 401
 
         no_scope = stack.get("/orders/1", headers=bearer(issuer.token("bob", scope="catalog:read")))
@@ -211,6 +219,24 @@ def _unknown_kid_token(issuer: TestIssuer, index: int) -> str:
         algorithm="RS256",
         headers={"kid": f"random-{index}"},
     )
+
+
+def test_a_disabled_route_that_needs_a_token_checks_it_then_answers_its_status(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, transport: str) -> None:
+    """A disabled route is answered by Envoy after the check, on both transports; over HTTP
+    it still carries its route header (without it every answer would be a 503), and a
+    disabled route spends no limits: its `1 per hour` never turns a request into a 429."""
+    issuer = TestIssuer()
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, transport=transport)
+    try:
+        assert stack.get("/retired").status == 401
+        assert stack.get("/retired", headers=bearer(issuer.token("bob", scope="catalog:read"))).status == 403
+        token = issuer.token("alice", scope="orders:read")
+        for _ in range(3):
+            reply = stack.get("/retired", headers=bearer(token))
+            assert (reply.status, reply.body) == (410, b"gone")
+    finally:
+        for service in services:
+            service.stop()
 
 
 def test_a_client_cannot_choose_the_route_whose_rules_apply(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:

@@ -129,6 +129,23 @@ async def test_the_route_requirements_come_from_the_table(gate: Gate) -> None:
     assert (status, json.loads(body)["error"]["reason"]) == (403, "audience")
 
 
+async def test_a_public_route_decides_its_limits_with_no_token_and_no_identity(gate: Gate) -> None:
+    """``auth.public``: whatever the request carries (no token, a bad one, a good one), only
+    the limits decide; nothing is sent upstream as identity, and ``user`` limits (no
+    verified subject) never apply."""
+    per_ip, per_user = limit(0, "ip", 3), limit(1, "user", 1)
+    route = policy(per_ip, per_user)
+    route.auth.public = True
+    gate.table.replace([route])
+    good = rsa_key().sign(claims())
+    answers = [await gate.ask(None), await gate.ask("not-a-token"), await gate.ask(good), await gate.ask(good)]
+    assert [a[0] for a in answers] == [200, 200, 200, 429], "the IP's 3, and no 401 for a bad token"
+    assert answers[0][1]["x-ratelimit-limit"] == "3" and answers[2][1]["x-ratelimit-remaining"] == "0"
+    assert not any("x-user-id" in a[1] or "x-envoy-auth-headers-to-remove" in a[1] for a in answers)
+    assert gate.count(per_user, "user=user-1") == 0, "no subject, so the user limit never counts"
+    assert json.loads(answers[3][2])["error"]["code"] == "rate_limited"
+
+
 @pytest.mark.parametrize(("on_failure", "expected"), [("open", 200), ("closed", 429), ("local", 200)])
 async def test_a_redis_outage_follows_on_store_failure(gate: Gate, on_failure: str, expected: int) -> None:
     gate.table.replace([policy(limit(0, "user", 5, on_store_failure=on_failure))])

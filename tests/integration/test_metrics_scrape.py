@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Reply, wait_for
-from tests.harness.issuer import JwksServer, TestIssuer
+from tests.harness.issuer import JwksServer, TestIssuer, forge_signature
 from tests.harness.ports import free_port
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
@@ -157,8 +157,7 @@ def run_ext_authz_traffic(stack: GatewayStack, authz: ExtAuthzProcess, issuer: T
     fetched_before = jwks.fetches
 
     token = issuer.token("alice", scope="orders:read")
-    forged = issuer.token("mallory", scope="orders:read")
-    forged = forged[:-8] + ("AAAAAAAA" if not forged.endswith("AAAAAAAA") else "BBBBBBBB")
+    forged = forge_signature(issuer.token("mallory", scope="orders:read"))
     client = stack.client()
 
     def status(headers: dict[str, str]) -> int:

@@ -36,20 +36,34 @@ class Stack:
             self.authz.stop()
 
 
+@pytest.fixture(params=["ratelimit_svc", "ext_authz"])
+def public_limits(request: pytest.FixtureRequest) -> str:
+    """Who decides a public route's limits: the RateLimitService (gRPC), or the lean HTTP
+    check with no token (``extAuthz.publicRouteLimits``, the default over HTTP)."""
+    value: str = request.param
+    return value
+
+
 def start(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, routes: list[dict[str, Any]], *,
-          issuer: TestIssuer | None = None, extra: dict[str, Any] | None = None, transport: str = "http") -> Stack:
-    """With ``issuer``, ext_authz too: over HTTP it decides authenticated routes' limits
-    itself (on the same Redis), over gRPC ratelimit_svc does, in a second call."""
+          issuer: TestIssuer | None = None, extra: dict[str, Any] | None = None, transport: str = "http",
+          public_limits: str = "ratelimit_svc", fail_closed: bool = False) -> Stack:
+    """With ``issuer`` (or ``public_limits="ext_authz"``), ext_authz too: over HTTP it decides
+    authenticated routes' limits itself (on the same Redis), over gRPC ratelimit_svc does,
+    in a second call; public routes' limits go to it only with ``public_limits``."""
     ratelimit = RateLimitServiceProcess(tmp_path / "rl", redis_url=redis.url, extra=extra)
     authz = None
-    control_plane: dict[str, Any] = {"rateLimit": {"address": ratelimit.address, "timeout": "200ms"}}
+    control_plane: dict[str, Any] = {"rateLimit": {"address": ratelimit.address, "timeout": "200ms", "failClosed": fail_closed}}
+    if public_limits == "ext_authz":
+        issuer = issuer or TestIssuer()
     if issuer is not None:
         jwks = str(issuer.write_jwks(tmp_path / "jwks.json"))
         authz = ExtAuthzProcess(
             tmp_path / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]},
-            transport=transport, rate_limit={"redis": {"url": redis.url, "timeout": "200ms"}},
+            transport=transport, rate_limit={"redis": {"url": redis.url, "timeout": "200ms"}, **(extra or {})},
         )
-        control_plane["extAuthz"] = ext_authz_entry([authz])
+        control_plane["extAuthz"] = {**ext_authz_entry([authz]), "publicRouteLimits": public_limits == "ext_authz"}
+        if public_limits == "ext_authz":
+            control_plane["extAuthz"]["forwardHeaders"] = ["x-probe"]  # a header: key the check must see
     gateway = make_stack(control_plane_extra=control_plane)
     gateway.commit_routes({"routes.yaml": routes})
     gateway.start()
@@ -65,9 +79,17 @@ def headers_of(reply: Any) -> tuple[str, str, str, str | None]:
     return h.get("x-ratelimit-limit"), h.get("x-ratelimit-remaining"), h.get("x-ratelimit-reset"), h.get("retry-after")
 
 
-def test_over_the_limit_is_429_with_consistent_headers(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
-    stack = start(make_stack, tmp_path, redis, [limited("orders", "/orders", [{"key": "ip", "algorithm": "fixedWindow", "limit": 5, "window": "20s"}])])
+def only_through(stack: Stack, public_limits: str) -> None:
+    """With the HTTP check deciding, stop ratelimit_svc: the limits must hold without it."""
+    if public_limits == "ext_authz":
+        stack.ratelimit.stop()
+
+
+def test_over_the_limit_is_429_with_consistent_headers(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, public_limits: str) -> None:
+    stack = start(make_stack, tmp_path, redis, [limited("orders", "/orders", [{"key": "ip", "algorithm": "fixedWindow", "limit": 5, "window": "20s"}])],
+                  public_limits=public_limits)
     try:
+        only_through(stack, public_limits)
         gw = stack.gateway
         client = gw.client()
         wait_for(lambda: client.request("/orders").headers.get("x-ratelimit-limit") == "5", 10, "rate-limit headers on /orders")
@@ -85,6 +107,8 @@ def test_over_the_limit_is_429_with_consistent_headers(make_stack: StackFactory,
         assert retry is not None and retry == reset and 1 <= int(retry) <= 20
         assert replies[-1].upstream is None, "a denied request never reaches the upstream"
         assert "x-envoy-ratelimited" not in replies[-1].headers
+        assert replies[-1].json()["error"]["code"] == "rate_limited"
+        assert "x-gatehouse-route" not in replies[0].json()["headers"], "the route's name was for the check only"
     finally:
         stack.stop()
 
@@ -120,16 +144,19 @@ def test_two_limits_on_one_route_are_both_enforced(make_stack: StackFactory, tmp
         stack.stop()
 
 
-def test_a_limit_change_in_git_applies_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
-    stack = start(make_stack, tmp_path, redis, [limited("orders", "/orders", [{"key": "ip", "limit": 50, "window": "60s"}])])
+def test_a_limit_change_in_git_applies_without_restart(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, public_limits: str) -> None:
+    stack = start(make_stack, tmp_path, redis, [limited("orders", "/orders", [{"key": "ip", "limit": 50, "window": "60s"}])],
+                  public_limits=public_limits)
     try:
+        only_through(stack, public_limits)
         gw = stack.gateway
-        pid = stack.ratelimit.process.pid if stack.ratelimit.process else None
+        decider = stack.authz if stack.authz is not None else stack.ratelimit
+        pid = decider.process.pid if decider.process else None
         wait_for(lambda: gw.get("/orders").headers.get("x-ratelimit-limit") == "50", 10, "limit 50")
         gw.commit_routes({"routes.yaml": [limited("orders", "/orders", [{"key": "ip", "limit": 3, "window": "60s"}])]}, "tighten")
         gw.control_plane.sync()
         wait_for(lambda: gw.get("/orders").headers.get("x-ratelimit-limit") == "3", 10, "limit 3 in force")
-        assert stack.ratelimit.process is not None and stack.ratelimit.process.pid == pid and stack.ratelimit.process.alive()
+        assert decider.process is not None and decider.process.pid == pid and decider.process.alive()
         statuses = [gw.get("/orders").status for _ in range(5)]
         assert statuses[-1] == 429
     finally:
@@ -137,11 +164,13 @@ def test_a_limit_change_in_git_applies_without_restart(make_stack: StackFactory,
 
 
 @pytest.mark.parametrize("policy", ["local", "open", "closed"])
-def test_redis_outage_under_load_follows_on_store_failure(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, policy: str) -> None:
+def test_redis_outage_under_load_follows_on_store_failure(make_stack: StackFactory, tmp_path: Path, redis: RedisServer, policy: str,
+                                                         public_limits: str) -> None:
     routes = [limited("orders", "/orders", [{"key": "ip", "algorithm": "fixedWindow", "limit": 100000, "window": "60s", "onStoreFailure": policy},
                                            {"key": "header:x-probe", "algorithm": "fixedWindow", "limit": 4, "window": "60s", "onStoreFailure": policy}])]
-    stack = start(make_stack, tmp_path, redis, routes, extra={"expectedInstances": 2})
+    stack = start(make_stack, tmp_path, redis, routes, extra={"expectedInstances": 2}, public_limits=public_limits)
     try:
+        only_through(stack, public_limits)
         gw = stack.gateway
         wait_for(lambda: gw.get("/orders").headers.get("x-ratelimit-limit") is not None, 10, "limits in force")
         with Load(gw.listener_port, ["/orders"], workers=3) as load:
@@ -202,5 +231,38 @@ def test_over_http_a_bad_token_is_401_counts_against_the_ip_and_moves_no_users_c
         assert denied.status == 429 and denied.headers["x-ratelimit-limit"] == "4" and denied.headers["retry-after"]
         assert denied.json()["error"]["code"] == "rate_limited"
         assert stack.ratelimit.metric("gatehouse_ratelimit_hits_total") == 0, "Envoy never called ratelimit_svc"
+    finally:
+        stack.stop()
+
+
+@pytest.mark.parametrize("fail_closed", [False, True])
+def test_public_limits_in_the_http_check_follow_the_rate_limit_failure_policy_when_it_is_down(
+    make_stack: StackFactory, tmp_path: Path, redis: RedisServer, fail_closed: bool
+) -> None:
+    """Moving a public route's limits into the HTTP check changes no outcome when the
+    service is down: the route follows ``rateLimit.failClosed`` (through), as with
+    ratelimit_svc (false: let through; true: 500), while an authenticated route still
+    fails closed with 503 (``extAuthz.failOpen: false``)."""
+    issuer = TestIssuer()
+    routes = [
+        limited("quotes", "/quotes", [{"key": "ip", "algorithm": "fixedWindow", "limit": 100, "window": "60s"}]),
+        route_doc("orders", {"match": {"pathPrefix": "/orders"}, "backends": [{"service": "svc-a", "port": 8080}]}),
+    ]
+    stack = start(make_stack, tmp_path, redis, routes, issuer=issuer, public_limits="ext_authz", fail_closed=fail_closed)
+    try:
+        only_through(stack, "ext_authz")
+        gw = stack.gateway
+        token = {"authorization": f"Bearer {issuer.token('alice')}"}
+        wait_for(lambda: gw.get("/quotes").headers.get("x-ratelimit-limit") == "100", 10, "the check decides /quotes")
+        assert gw.get("/orders", headers=token).status == 200
+        assert stack.authz is not None
+        stack.authz.stop()
+        quotes = gw.get("/quotes")
+        if fail_closed:
+            assert quotes.status == 500 and quotes.upstream is None, (quotes.status, quotes.body)
+        else:
+            assert quotes.status == 200 and quotes.upstream == "svc-a", (quotes.status, quotes.body)
+            assert "x-ratelimit-limit" not in quotes.headers
+        assert gw.get("/orders", headers=token).status == 503, "an authenticated route still fails closed"
     finally:
         stack.stop()

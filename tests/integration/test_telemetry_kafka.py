@@ -118,7 +118,7 @@ async def test_als_entries_become_access_events(broker: KafkaBroker, process: Te
     assert first["path"] == "/api/v2/orders/0"
     assert first["user_id"] == "alice" and first["status"] == 200 and first["method"] == "GET"
     assert first["route"] == "shop/orders" and first["upstream_host"] == "10.0.0.12:8080"
-    assert first["latency_ms"] == {"total": 14.25, "upstream": 12.5}
+    assert first["latency_ms"] == {"total": 14.25, "upstream": 12.5, "auth": 0.412, "rate_limit": 0.35}
     assert first["rate_limit_remaining"] == 99 and first["response_flags"] == ["URX"]
     assert first["schema_version"] == 1 and first["type"] == "access"
     assert all(r.key is None for r in records)

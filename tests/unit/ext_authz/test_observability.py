@@ -20,6 +20,7 @@ from ext_authz.metrics import VerifierCollector
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
 from servicekit.audit import LogAuditSink
+from tests.harness.issuer import forge_signature
 from tests.unit.ext_authz.signing import NOW, FakeClock, FakeSource, claims, issuer, raw_token, rsa_key
 from tests.unit.ext_authz.test_service import check_request
 
@@ -56,11 +57,6 @@ def bearer(token: str, request_id: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}", "x-request-id": request_id}
 
 
-def forged(token: str) -> str:
-    head, payload, signature = token.split(".")
-    return f"{head}.{payload}.{'A' * len(signature) if not signature.startswith('A') else 'B' * len(signature)}"
-
-
 # --- the token caches -------------------------------------------------------------------------
 
 
@@ -70,7 +66,7 @@ async def test_lookups_count_hits_remembered_failures_and_misses() -> None:
     token = s.token()
     for index in range(3):
         assert (await s.check(bearer(token, f"ok-{index}"))).status.code == 0
-    bad = forged(s.token(jti="jti-bad"))
+    bad = forge_signature(s.token(jti="jti-bad"))
     for index in range(2):
         assert (await s.check(bearer(bad, f"bad-{index}"))).denied_response.status.code == 401
     assert (await s.check({"x-request-id": "none"})).denied_response.status.code == 401  # no token: no lookup

@@ -34,6 +34,7 @@ from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
 from servicekit.audit import AUTHZ_DENIED, AuditEvent, MemoryAuditSink
 from tests.harness.ports import free_port
+from tests.harness.issuer import forge_signature
 from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, ec_key, issuer, rsa_key
 from tests.unit.ext_authz.revocation.fake_store import FakeStore
 
@@ -270,9 +271,7 @@ async def test_allowed_over_a_real_grpc_channel(h: Harness) -> None:
 
 
 def _bad_signature() -> str:
-    token = rsa_key().sign(claims())
-    head, payload, sig = token.split(".")
-    return f"{head}.{payload}.{sig[:-4]}{'AAAA' if not sig.endswith('AAAA') else 'BBBB'}"
+    return forge_signature(rsa_key().sign(claims()))
 
 
 INVALID: dict[str, tuple[Callable[[], str | None], str]] = {

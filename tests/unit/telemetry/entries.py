@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from envoy.data.accesslog.v3 import accesslog_pb2
+from google.protobuf import wrappers_pb2
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -22,6 +23,9 @@ def full_entry() -> accesslog_pb2.HTTPAccessLogEntry:
     common.time_to_last_upstream_rx_byte.nanos = 13_500_000
     common.time_to_last_downstream_tx_byte.nanos = 14_250_000
     common.response_flags.upstream_retry_limit_exceeded = True
+    stamp(entry, "gatehouse.latency.auth_us", "412")
+    stamp(entry, "gatehouse.latency.rate_limit_start", "1767225600.124000")
+    stamp(entry, "gatehouse.latency.rate_limit_end", "1767225600.124350")
     entry.protocol_version = accesslog_pb2.HTTPAccessLogEntry.HTTP11
     request = entry.request
     request.request_method = 1  # GET
@@ -36,3 +40,8 @@ def full_entry() -> accesslog_pb2.HTTPAccessLogEntry:
     entry.response.response_body_bytes = 512
     entry.response.response_headers["x-ratelimit-remaining"] = "99"
     return entry
+
+
+def stamp(entry: accesslog_pb2.HTTPAccessLogEntry, key: str, text: str) -> None:
+    """A latency stamp as Envoy's ALS logger sends it: a packed StringValue."""
+    entry.common_properties.filter_state_objects[key].Pack(wrappers_pb2.StringValue(value=text))

@@ -9,7 +9,7 @@ from envoy.data.accesslog.v3 import accesslog_pb2
 
 from telemetry.access_event import SCHEMA_VERSION, access_event_dict, encode_access_event
 from telemetry.response_flags import CODES, short_codes
-from tests.unit.telemetry.entries import TRACE_ID, full_entry
+from tests.unit.telemetry.entries import TRACE_ID, full_entry, stamp
 
 
 def test_full_entry_maps_every_field() -> None:
@@ -29,7 +29,7 @@ def test_full_entry_maps_every_field() -> None:
         "route": "shop/orders",
         "upstream_cluster": "shop/orders/order-service:8080",
         "upstream_host": "10.0.0.12:8080",
-        "latency_ms": {"total": 14.25, "upstream": 12.5},
+        "latency_ms": {"total": 14.25, "upstream": 12.5, "auth": 0.412, "rate_limit": 0.35},
         "request_bytes": 0,
         "response_bytes": 512,
         "response_flags": ["URX"],
@@ -49,7 +49,7 @@ def test_empty_entry_gives_nulls_not_errors() -> None:
     for key in ("request_id", "trace_id", "method", "path", "status", "user_id", "client_ip", "user_agent",
                 "route", "upstream_cluster", "upstream_host", "rate_limit_remaining"):
         assert event[key] is None, key
-    assert event["latency_ms"] == {"total": None, "upstream": None}
+    assert event["latency_ms"] == {"total": None, "upstream": None, "auth": None, "rate_limit": None}
     assert event["response_flags"] == []
 
 
@@ -62,13 +62,43 @@ def test_local_reply_has_no_upstream_and_uses_duration() -> None:
     common.upstream_cluster = ""
     common.duration.nanos = 300_000
     common.response_flags.rate_limited = True
+    # Refused by the ratelimit filter: no end stamp; the stage ends with the response.
+    del common.filter_state_objects["gatehouse.latency.rate_limit_end"]
+    stamp(entry, "gatehouse.latency.rate_limit_start", "1767225600.123500")
     entry.response.response_code.value = 429
     entry.response.response_headers["x-ratelimit-remaining"] = "0"
     event = access_event_dict(entry)
     assert event["upstream_host"] is None and event["upstream_cluster"] is None
-    assert event["latency_ms"] == {"total": 0.3, "upstream": None}
+    assert event["latency_ms"] == {"total": 0.3, "upstream": None, "auth": 0.412, "rate_limit": 0.257}
     assert event["response_flags"] == ["RL"]
     assert event["rate_limit_remaining"] == 0
+
+
+def test_public_route_limits_check_is_the_rate_limit_time() -> None:
+    """A public route's limits decided by the lean check: Envoy's own latency of that call."""
+    entry = full_entry()
+    del entry.common_properties.filter_state_objects["gatehouse.latency.auth_us"]
+    stamp(entry, "gatehouse.latency.public_limits_us", "275")
+    assert access_event_dict(entry)["latency_ms"]["auth"] is None
+    assert access_event_dict(entry)["latency_ms"]["rate_limit"] == 0.275
+
+
+def test_refused_by_the_check_has_auth_but_no_rate_limit() -> None:
+    """A 401 stops the chain at ext_authz: the stamp after the ratelimit filter never comes."""
+    entry = full_entry()
+    del entry.common_properties.filter_state_objects["gatehouse.latency.rate_limit_end"]
+    assert access_event_dict(entry)["latency_ms"]["auth"] == 0.412
+    assert access_event_dict(entry)["latency_ms"]["rate_limit"] is None
+
+
+def test_malformed_stamps_are_null() -> None:
+    entry = full_entry()
+    stamp(entry, "gatehouse.latency.auth_us", "-")
+    entry.common_properties.filter_state_objects["gatehouse.latency.rate_limit_end"].Pack(
+        accesslog_pb2.HTTPAccessLogEntry()
+    )
+    latency = access_event_dict(entry)["latency_ms"]
+    assert latency["auth"] is None and latency["rate_limit"] is None
 
 
 def test_b3_trace_id_when_no_traceparent() -> None:

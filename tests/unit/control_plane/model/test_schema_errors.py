@@ -540,6 +540,76 @@ CASES: dict[str, tuple[str, Expected]] = {
         route("  headers:", "    request: {set: {x-api: v1, x-api: v2}}"),
         f"{FILE}:8: invalid YAML: found duplicate key 'x-api' (first on line 8)",
     ),
+    # --- cache --------------------------------------------------------------------------
+    "cache on a token route": (
+        route("  cache: {ttl: 30s}"),
+        (f"{FILE}:7: spec.cache: this route requires a token", "only public routes (auth.required: false) are cached"),
+    ),
+    "cache varyByUser": (
+        route("  auth: {required: false}", "  cache: {ttl: 30s, varyByUser: true}"),
+        (f"{FILE}:8: spec.cache.varyByUser: not available yet", "Envoy 1.40's cache crashes"),
+    ),
+    "cache ttl below 1s": (
+        route("  auth: {required: false}", "  cache: {ttl: 500ms}"),
+        f"{FILE}:8: spec.cache: ttl (500ms) must be from 1s to 24h",
+    ),
+    "cache ttl above 24h": (
+        route("  auth: {required: false}", "  cache: {ttl: 25h}"),
+        f"{FILE}:8: spec.cache: ttl (25h) must be from 1s to 24h",
+    ),
+    "cache without ttl": (route("  auth: {required: false}", "  cache: {varyByUser: false}"), f"{FILE}:8: spec.cache.ttl: required"),
+    "cache unknown field": (
+        route("  auth: {required: false}", "  cache: {ttl: 30s, maxAge: 5}"),
+        f"{FILE}:8: spec.cache.maxAge: unknown field",
+    ),
+    "cache on a POST-only route": (
+        matching("{path: /orders, methods: [POST]}", "  auth: {required: false}", "  cache: {ttl: 30s}"),
+        f"{FILE}:8: spec.cache: only GET and HEAD answers are cached; this route matches POST",
+    ),
+    "cache with a rewrite and retries": (
+        matching("{pathPrefix: /orders}", "  auth: {required: false}", "  rewrite: {prefix: /v2}", "  retries: {attempts: 2}",
+                 "  cache: {ttl: 30s}"),
+        (f"{FILE}:10: spec.cache: cannot be combined with rewrite, retries:", "Envoy's cache fetches a miss itself"),
+    ),
+    # --- backPressure -------------------------------------------------------------------
+    "backPressure failOn a class other than 5xx": (
+        route("  backPressure: {failOn: [4xx]}"),
+        f"{FILE}:7: spec.backPressure.failOn[0]: '4xx' is not 5xx or a status code from 400 to 599",
+    ),
+    "backPressure failOn a success status": (
+        route("  backPressure: {failOn: [200]}"),
+        f"{FILE}:7: spec.backPressure.failOn[0]: '200' is not 5xx or a status code from 400 to 599",
+    ),
+    "backPressure failOn empty": (route("  backPressure: {failOn: []}"), (f"{FILE}:7: spec.backPressure.failOn:", "at least 1")),
+    "backPressure failOn twice": (
+        route("  backPressure: {failOn: [503, '503']}"),
+        f"{FILE}:7: spec.backPressure.failOn: '503' is listed twice",
+    ),
+    "backPressure window too short": (
+        route("  backPressure: {window: 500ms}"),
+        f"{FILE}:7: spec.backPressure: window (500ms) must be from 1s to 10m",
+    ),
+    "backPressure window without unit": (route("  backPressure: {window: 30}"), f"{FILE}:7: spec.backPressure.window: 30 has no unit"),
+    "backPressure aggression below 1": (
+        route("  backPressure: {aggression: 0.5}"),
+        (f"{FILE}:7: spec.backPressure.aggression:", "greater than or equal to 1"),
+    ),
+    "backPressure threshold above 100": (
+        route("  backPressure: {successRateThreshold: 101}"),
+        (f"{FILE}:7: spec.backPressure.successRateThreshold:", "less than or equal to 100"),
+    ),
+    "backPressure rejection probability 0": (
+        route("  backPressure: {maxRejectionProbability: 0}"),
+        (f"{FILE}:7: spec.backPressure.maxRejectionProbability:", "greater than or equal to 1"),
+    ),
+    "backPressure negative rps": (
+        route("  backPressure: {minRequestsPerSecond: -1}"),
+        (f"{FILE}:7: spec.backPressure.minRequestsPerSecond:", "greater than or equal to 0"),
+    ),
+    "backPressure unknown field": (
+        route("  backPressure: {threshold: 90}"),
+        f"{FILE}:7: spec.backPressure.threshold: unknown field",
+    ),
     # A forgotten `---`: the two routes used to merge silently into the second one.
     "missing document separator": (
         route() + HEADER.replace("name: orders", "name: carts") + "  match: {path: /carts}\n" + BACKEND + "\n",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from control_plane.cache.resource import Resource
-from control_plane.config import AccessLogService, ControlPlaneConfig, ExtAuthz, Gateway, RateLimitService, Sources
+from control_plane.config import AccessLogService, ControlPlaneConfig, ExtAuthz, Gateway, RateLimitService, Sources, Tracing
 from control_plane.model import Origin, duplicate_problems, parse_route_file
 from control_plane.render import resource_data, to_yaml
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
@@ -49,6 +49,7 @@ class CaseSettings(Model):
     ext_authz: ExtAuthz | None = None
     rate_limit: RateLimitService | None = None
     access_log: AccessLogService | None = None
+    tracing: Tracing | None = None
     base_dir: str = "."
 
 
@@ -62,6 +63,7 @@ def load_settings(path: Path) -> GatewaySettings:
         ext_authz=case.ext_authz,
         rate_limit=case.rate_limit,
         access_log=case.access_log,
+        tracing=case.tracing,
         sources=Sources(),
         base_dir=case.base_dir,
     )

@@ -48,8 +48,8 @@ def with_authz(**kwargs: Any) -> GatewaySettings:
 def test_the_header_mutation_removes_every_identity_header(settings: GatewaySettings) -> None:
     config = filter_config(translate(settings), HEADER_MUTATION_FILTER)
     removed = [m["remove"] for m in config["mutations"]["request_mutations"]]
-    assert removed == ["x-user-id", "x-user-role", "x-scope"]
-    assert set(removed) == set(SERVICE_IDENTITY_HEADERS), "the translator strips what the service sets by default"
+    assert removed == ["x-user-id", "x-user-role", "x-scope", "x-gatehouse-cache-control"]
+    assert set(removed[:3]) == set(SERVICE_IDENTITY_HEADERS), "the translator strips what the service sets by default"
     assert "response_mutations" not in config["mutations"]
 
 
@@ -64,7 +64,8 @@ def test_without_ext_authz_only_the_header_mutation_and_router_run() -> None:
     translation = translate(GatewaySettings())
     assert filter_names(translation) == [
         RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER,
-        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", ROUTER_FILTER
+        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit",
+        "gatehouse.cache_request", "envoy.filters.http.cache", ROUTER_FILTER
     ]
     assert EXT_AUTHZ_CLUSTER not in clusters_by_name(translation)
     for name, entries in entries_by_route(translation).items():

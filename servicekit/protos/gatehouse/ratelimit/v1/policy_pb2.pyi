@@ -18,14 +18,16 @@ class RoutePolicy(_message.Message):
     def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ...) -> None: ...
 
 class AuthRequirements(_message.Message):
-    __slots__ = ("audiences", "scopes", "roles")
+    __slots__ = ("audiences", "scopes", "roles", "public")
     AUDIENCES_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_FIELD_NUMBER: _ClassVar[int]
     audiences: _containers.RepeatedScalarFieldContainer[str]
     scopes: _containers.RepeatedScalarFieldContainer[str]
     roles: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, audiences: _Optional[_Iterable[str]] = ..., scopes: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ...) -> None: ...
+    public: bool
+    def __init__(self, audiences: _Optional[_Iterable[str]] = ..., scopes: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., public: _Optional[bool] = ...) -> None: ...
 
 class Limit(_message.Message):
     __slots__ = ("id", "key", "algorithm", "limit", "window_ms", "refill_tokens", "shadow", "mode", "on_store_failure")

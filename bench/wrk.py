@@ -1,0 +1,55 @@
+"""Running ``wrk`` and reading its result: the Lua ``done()`` that prints one JSON line, and
+the fields the benchmarks report from it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+WRK_MARK = "WRKJSON "
+"""The prefix of the line LUA_DONE prints."""
+
+LUA_DONE = r"""
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format(
+    '%s{"requests":%d,"duration_us":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,' ..
+    '"lat_min":%d,"lat_mean":%.1f,"lat_stdev":%.1f,"lat_max":%d,"p50":%d,"p90":%d,"p99":%d,"p999":%d}\n',
+    "WRKJSON ", summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+    latency.min, latency.mean, latency.stdev, latency.max,
+    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
+end
+"""
+
+_LATENCIES = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"))
+
+
+def run_wrk(argv: list[str], duration: int, workdir: Path, log_name: str, *, stdev: bool = True) -> dict[str, Any]:
+    """Run ``argv`` (a wrk command whose script ends with LUA_DONE), keep its output in
+    ``<workdir>/<log_name>.wrk.txt`` and return requests, rps, latency (ms; ``stdev``: with
+    the standard deviation), errors and the command (``$WORKDIR`` for ``workdir``)."""
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 120)
+    (workdir / f"{log_name}.wrk.txt").write_text(" ".join(argv) + "\n" + result.stdout + result.stderr)
+    line = next((l for l in result.stdout.splitlines() if l.startswith(WRK_MARK)), None)
+    if result.returncode != 0 or line is None:
+        raise RuntimeError(f"wrk failed ({result.returncode}): {(result.stdout + result.stderr)[-2000:]}")
+    raw = json.loads(line[len(WRK_MARK):])
+    seconds = raw["duration_us"] / 1e6
+    latencies = _LATENCIES + ((("stdev", "lat_stdev"),) if stdev else ())
+    return {
+        "requests": raw["requests"],
+        "duration_s": round(seconds, 3),
+        "rps": round(raw["requests"] / seconds, 1),
+        "latency_ms": {k: round(raw[src] / 1000, 3) for k, src in latencies},
+        "status_errors": raw["status"],
+        "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
+        "command": " ".join(argv).replace(str(workdir), "$WORKDIR"),
+    }
+
+
+def require_wrk() -> None:
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk not found: apt-get install wrk")

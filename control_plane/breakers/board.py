@@ -1,0 +1,109 @@
+"""The breaker board: the one place that holds each route breaker's phase.
+
+Two kinds of writer move a breaker: the detector (tallies from telemetry's access-log
+stream) and an operator (the admin API). Readers are the translator, which turns a phase
+into the route's Envoy entries, and the status page and metrics. The board calls its
+listeners after every change so that the snapshot is rebuilt at once; a change that does
+not change the phase calls nobody.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+
+class Phase(enum.Enum):
+    CLOSED = "closed"
+    OPEN = "open"
+    HALF_OPEN = "half-open"
+
+
+class Actor(enum.Enum):
+    DETECTOR = "detector"
+    OPERATOR = "operator"
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerState:
+    phase: Phase
+    since: float
+    """Wall-clock time (``time.time()``) of the move into this phase."""
+    actor: Actor
+    reason: str
+    """Why it moved, for the audit event and the status page ("failure rate 62% of 40 calls")."""
+    generation: int
+    """Counts every move of this route's breaker; the translator names the HALF_OPEN probe
+    budget after it, so each HALF_OPEN gets a fresh budget in Envoy."""
+    open_until: float | None = None
+    """While OPEN: when it moves to HALF_OPEN (the ``Retry-After`` of ``circuit_open``)."""
+    pinned: bool = False
+    """An operator's ``open`` or ``close`` holds until the operator releases it; the
+    detector keeps counting but does not move a pinned breaker."""
+
+
+CLOSED = BreakerState(Phase.CLOSED, since=0.0, actor=Actor.DETECTOR, reason="", generation=0)
+
+
+Listener = Callable[[str, BreakerState, BreakerState], None]
+"""Called with (route id, old state, new state)."""
+
+
+@dataclass
+class BreakerBoard:
+    """Phases by route id (``namespace/name``); a route with no entry is CLOSED."""
+
+    clock: Callable[[], float] = time.time
+    _states: dict[str, BreakerState] = field(default_factory=dict)
+    _listeners: list[Listener] = field(default_factory=list)
+
+    def subscribe(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def get(self, route_id: str) -> BreakerState:
+        return self._states.get(route_id, CLOSED)
+
+    def states(self) -> Mapping[str, BreakerState]:
+        """Every breaker that has ever moved, read-only."""
+        return MappingProxyType(self._states)
+
+    def move(
+        self,
+        route_id: str,
+        phase: Phase,
+        *,
+        actor: Actor,
+        reason: str,
+        open_for: float | None = None,
+        pinned: bool = False,
+    ) -> BreakerState:
+        """Move a breaker; returns its new state. ``open_for`` (seconds) is required for OPEN."""
+        old = self.get(route_id)
+        if phase is Phase.OPEN and open_for is None:
+            raise ValueError("an OPEN breaker needs open_for, the wait before HALF_OPEN")
+        now = self.clock()
+        # Only CLOSED → CLOSED is no move: a move to HALF_OPEN is a fresh probe budget, one
+        # to OPEN a fresh open_until (an operator's `open 10m` on an open breaker).
+        if old.phase is phase and old.pinned == pinned and phase is Phase.CLOSED:
+            return old
+        new = BreakerState(
+            phase=phase,
+            since=now,
+            actor=actor,
+            reason=reason,
+            generation=old.generation + 1,
+            open_until=now + open_for if phase is Phase.OPEN and open_for is not None else None,
+            pinned=pinned,
+        )
+        self._states[route_id] = new  # kept when CLOSED too: its generation must keep counting
+        for listener in self._listeners:
+            listener(route_id, old, new)
+        return new
+
+    def forget(self, keep: set[str]) -> None:
+        """Drop the states of routes that no longer exist (or no longer have a breaker)."""
+        for route_id in [r for r in self._states if r not in keep]:
+            del self._states[route_id]

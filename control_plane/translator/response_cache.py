@@ -1,0 +1,152 @@
+"""Per-route response cache: Envoy's cache filter (simple_http_cache, in each Envoy's memory).
+
+Scoping. The cache filter has no per-route configuration, so it sits in the chain
+``disabled`` and a route with ``cache`` turns it on with an empty ``FilterConfig``
+(``config: {}``); every other route never reaches it.
+
+What Envoy 1.40's cache does on a miss, verified against real Envoy: it fetches the
+answer itself with its own request to the route's cluster, past the route action (the
+route's rewrite, retries, timeouts, request and response header rules do not apply).
+So the schema refuses ``cache`` with the route options that would be skipped, the
+request timeout becomes the route's ``max_stream_duration`` (the downstream stream's
+limit, which Envoy enforces while the cache waits), and what the cache needs from the
+route travels in request headers, set by ``CacheRequest`` just before the cache filter:
+
+- ``x-gatehouse-cache-control: max-age=<ttl>``: the cluster's upstream header_mutation
+  (``cache_ttl_filter``, on the clusters of cached routes) copies it into the answer's
+  ``Cache-Control`` only when the upstream sent none, before the cache sees the answer.
+  The upstream's own ``no-store``, ``private`` or ``max-age`` always wins. Envoy's
+  formatter reads the value from the request, so the upstream sees this header too
+  (removing it there would empty the value; checked).
+
+A client's copy of that header is removed on every route with the identity headers.
+
+Who is cached. Only public routes: a route that requires a token cannot set ``cache``
+(the schema refuses it), and Envoy's cache itself never serves, nor stores, a request
+that carries ``Authorization``. Keying entries by the verified user (``varyByUser``)
+would need Vary-keyed entries (``allowed_vary_headers``), which crash Envoy 1.40 (a
+segfault on the first such answer, checked), so no Vary is allowed: an answer whose
+upstream sends ``Vary`` is passed through, never kept.
+
+Order: after ext_authz and the rate limits (a cached answer is still counted by the
+route's limits, and a later authenticated use of the cache could not skip the check),
+just before the router, which Envoy recommends as the only filter after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control_plane.model.route import Route
+from control_plane.model.schema import REQUEST_TIMEOUT_MS
+from control_plane.translator.feature import HttpFeature
+from control_plane.translator.identity_headers import CACHE_HEADERS, ROUTE_HEADER
+from control_plane.translator.messages import HEADER_MUTATION_TYPE
+from control_plane.translator.settings import GatewaySettings
+from servicekit.durations import format_duration_ms
+
+CACHE_FILTER = "envoy.filters.http.cache"
+CACHE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.cache.v3.CacheConfig"
+SIMPLE_CACHE_TYPE = "type.googleapis.com/envoy.extensions.http.cache.simple_http_cache.v3.SimpleHttpCacheConfig"
+FILTER_CONFIG_TYPE = "type.googleapis.com/envoy.config.route.v3.FilterConfig"
+HEADER_MUTATION_PER_ROUTE_TYPE = (
+    "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutationPerRoute"
+)
+CACHE_REQUEST_FILTER = "gatehouse.cache_request"
+CACHE_TTL_FILTER = "gatehouse.cache_ttl"
+(TTL_HEADER,) = CACHE_HEADERS
+MAX_BODY_BYTES = 1 << 20
+"""Larger answers are passed through, not kept: the cache is each Envoy's memory."""
+
+
+def cache_filter() -> dict[str, Any]:
+    """Off in the chain; on only for routes with ``cache``.
+
+    ``ignore_request_cache_control_header``: a client cannot force a miss (the cache
+    protects the upstream), nor keep an answer out of it.
+    """
+    return {
+        "name": CACHE_FILTER,
+        "disabled": True,
+        "typed_config": {
+            "@type": CACHE_TYPE,
+            "typed_config": {"@type": SIMPLE_CACHE_TYPE},
+            "max_body_bytes": MAX_BODY_BYTES,
+            "ignore_request_cache_control_header": True,
+        },
+    }
+
+
+def cache_request_filter() -> dict[str, Any]:
+    """A header_mutation off in the chain, on (with the route's mutations) for cached routes."""
+    return {"name": CACHE_REQUEST_FILTER, "disabled": True, "typed_config": {"@type": HEADER_MUTATION_TYPE}}
+
+
+def cache_ttl_filter() -> dict[str, Any]:
+    """The cluster's upstream filter giving an answer the route's freshness.
+
+    Inert for requests without the headers (an empty formatted value adds nothing), so
+    the routes of a cluster need not agree on ``cache``.
+    """
+    return {
+        "name": CACHE_TTL_FILTER,
+        "typed_config": {
+            "@type": HEADER_MUTATION_TYPE,
+            "mutations": {
+                "response_mutations": [
+                    {"append": {"header": {"key": "cache-control", "value": f"%REQ({TTL_HEADER})%"},
+                                "append_action": "ADD_IF_ABSENT"}},
+                ]
+            },
+        },
+    }
+
+
+def caches(route: Route, settings: GatewaySettings) -> bool:
+    """The route's cache is on: it sets ``cache`` and is public (the schema allows no other)."""
+    return route.spec.cache is not None and route.spec.disabled is None and not route.spec.auth.required
+
+
+def _set(name: str, value: str) -> dict[str, Any]:
+    return {"append": {"header": {"key": name, "value": value}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}}
+
+
+def cache_request_per_route(route: Route) -> dict[str, Any]:
+    cache = route.spec.cache
+    assert cache is not None
+    ttl_seconds = cache.ttl // 1000
+    # The route's request_headers_to_remove does not apply on a miss; the check's route
+    # name was for ext_authz only.
+    request: list[dict[str, Any]] = [{"remove": ROUTE_HEADER}, _set(TTL_HEADER, f"max-age={ttl_seconds}")]
+    return {"@type": HEADER_MUTATION_PER_ROUTE_TYPE, "mutations": {"request_mutations": request}}
+
+
+class CacheRequest(HttpFeature):
+    """What the cache needs from the route, as request headers (see the module docstring)."""
+
+    name = CACHE_REQUEST_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return cache_request_filter()
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        return cache_request_per_route(route) if caches(route, settings) else None
+
+
+class ResponseCache(HttpFeature):
+    name = CACHE_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return cache_filter()
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        # An empty config turns on a filter the chain has off (Envoy refuses no config).
+        return {"@type": FILTER_CONFIG_TYPE, "config": {}} if caches(route, settings) else None
+
+    def route_action(self, route: Route, settings: GatewaySettings) -> dict[str, Any]:
+        if not caches(route, settings):
+            return {}
+        # The route timeout does not bound the cache's own request; the stream's does.
+        request = route.spec.timeouts.request
+        limit = request if request is not None else REQUEST_TIMEOUT_MS
+        return {"max_stream_duration": {"max_stream_duration": format_duration_ms(limit)}}

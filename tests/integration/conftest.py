@@ -11,6 +11,7 @@ import pytest
 from tests.harness.binaries import require_binary
 from tests.harness.envoy import envoy_binary
 from tests.harness.gateway import GatewayStack
+from tests.harness.ports import refused_port
 from tests.harness.redis import RedisServer
 
 StackFactory = Callable[..., GatewayStack]
@@ -30,6 +31,15 @@ def make_stack(tmp_path: Path) -> Iterator[StackFactory]:
     yield factory
     for stack in stacks:
         stack.stop()
+
+
+@pytest.fixture
+def refused_address() -> Iterator[str]:
+    """``127.0.0.1:<port>`` where connections are refused for the whole test (see
+    ``refused_port``): a service configured there is down, and stays down even when the
+    test starts servers of its own afterwards."""
+    with refused_port() as port:
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.fixture(params=["sotw", "delta"])

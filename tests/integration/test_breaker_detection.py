@@ -14,7 +14,6 @@ from typing import Any
 
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import wait_for
-from tests.harness.ports import free_port
 from tests.harness.route_repo import route_doc
 from tests.harness.telemetry import TelemetryServiceProcess
 from tests.integration.conftest import StackFactory
@@ -28,13 +27,15 @@ def breaker(**fields: Any) -> dict[str, Any]:
     return {"errorRate": rate}
 
 
-def start(make_stack: StackFactory, tmp_path: Path, routes: list[dict[str, Any]]) -> tuple[GatewayStack, TelemetryServiceProcess, str]:
+def start(
+    make_stack: StackFactory, tmp_path: Path, kafka_address: str, routes: list[dict[str, Any]]
+) -> tuple[GatewayStack, TelemetryServiceProcess, str]:
     credential = secrets.token_urlsafe(24)
     secret = tmp_path / "tally-credential"
     secret.write_text(credential)
     # Kafka at a closed port: the drain stalls, the one-event buffer drops nearly every
     # event (back-pressure), and the breakers must see every entry all the same.
-    kafka = {"bootstrapServers": [f"127.0.0.1:{free_port()}"], "requestTimeout": "1s", "retryBackoff": "200ms"}
+    kafka = {"bootstrapServers": [kafka_address], "requestTimeout": "1s", "retryBackoff": "200ms"}
     telemetry = TelemetryServiceProcess(tmp_path / "telemetry", sink={"kafka": kafka}, extra={"buffer": {"maxEvents": 1}})
     stack = make_stack(control_plane_extra={
         "accessLog": {"address": telemetry.address, "bufferSize": 0, "flushInterval": "50ms"},
@@ -69,8 +70,8 @@ def route(name: str, **spec: Any) -> dict[str, Any]:
     return route_doc(name, {"match": {"pathPrefix": f"/{name}"}, "backends": BACKEND, **spec})
 
 
-def test_error_rate_opens_after_minimum_calls_half_opens_and_probes_close_it(make_stack: StackFactory, tmp_path: Path) -> None:
-    stack, telemetry, _ = start(make_stack, tmp_path, [
+def test_error_rate_opens_after_minimum_calls_half_opens_and_probes_close_it(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:
+    stack, telemetry, _ = start(make_stack, tmp_path, refused_address, [
         route("ok"),
         route("sixty", circuitBreaker=breaker()),
         route("two", circuitBreaker=breaker()),
@@ -109,8 +110,8 @@ def test_error_rate_opens_after_minimum_calls_half_opens_and_probes_close_it(mak
         telemetry.stop()
 
 
-def test_a_failing_probe_opens_again(make_stack: StackFactory, tmp_path: Path) -> None:
-    stack, telemetry, _ = start(make_stack, tmp_path, [route("ok"), route("r", circuitBreaker=breaker(minimumCalls=5))])
+def test_a_failing_probe_opens_again(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:
+    stack, telemetry, _ = start(make_stack, tmp_path, refused_address, [route("ok"), route("r", circuitBreaker=breaker(minimumCalls=5))])
     try:
         for i in range(5):
             stack.get(f"/r/{i}?status=503")
@@ -123,8 +124,8 @@ def test_a_failing_probe_opens_again(make_stack: StackFactory, tmp_path: Path) -
         telemetry.stop()
 
 
-def test_slow_calls_open_a_slow_call_rule_and_not_an_error_rule(make_stack: StackFactory, tmp_path: Path) -> None:
-    stack, telemetry, _ = start(make_stack, tmp_path, [
+def test_slow_calls_open_a_slow_call_rule_and_not_an_error_rule(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:
+    stack, telemetry, _ = start(make_stack, tmp_path, refused_address, [
         route("ok"),
         route("slow", circuitBreaker=breaker(minimumCalls=10, slowCallDuration="100ms", slowCallRateThreshold=50)),
         route("errors", circuitBreaker=breaker(minimumCalls=10)),
@@ -142,8 +143,8 @@ def test_slow_calls_open_a_slow_call_rule_and_not_an_error_rule(make_stack: Stac
         telemetry.stop()
 
 
-def test_a_request_retried_three_times_is_one_failure(make_stack: StackFactory, tmp_path: Path) -> None:
-    stack, telemetry, _ = start(make_stack, tmp_path, [
+def test_a_request_retried_three_times_is_one_failure(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:
+    stack, telemetry, _ = start(make_stack, tmp_path, refused_address, [
         route("ok"),
         route("retried", retries={"attempts": 2, "retryOn": ["5xx"]}, circuitBreaker=breaker()),
     ])
@@ -159,8 +160,8 @@ def test_a_request_retried_three_times_is_one_failure(make_stack: StackFactory, 
         telemetry.stop()
 
 
-def test_bad_tallies_are_refused_and_unknown_routes_counted(make_stack: StackFactory, tmp_path: Path) -> None:
-    stack, telemetry, credential = start(make_stack, tmp_path, [route("ok"), route("r", circuitBreaker=breaker(minimumCalls=5))])
+def test_bad_tallies_are_refused_and_unknown_routes_counted(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:
+    stack, telemetry, credential = start(make_stack, tmp_path, refused_address, [route("ok"), route("r", circuitBreaker=breaker(minimumCalls=5))])
     url = f"{stack.control_plane.admin_url}/breakers/tallies"
 
     def post(body: bytes, token: str) -> tuple[int, dict[str, Any]]:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness.gateway import GatewayStack
-from tests.harness.ports import free_port
 from tests.harness.route_repo import route_doc
 from tests.integration.conftest import StackFactory
 
@@ -97,7 +96,7 @@ def test_the_cli_opens_closes_and_releases_a_breaker_audited_and_shown(make_stac
     assert stack.control_plane.metric("gatehouse_breaker_transitions_total", to="open", actor="operator") == 2.0
 
 
-def test_refusals_are_clear_and_change_nothing(make_stack: StackFactory, tmp_path: Path) -> None:
+def test_refusals_are_clear_and_change_nothing(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:
     stack, secret = start(make_stack, tmp_path)
     wrong = tmp_path / "wrong-credential"
     wrong.write_text(secrets.token_urlsafe(24))
@@ -118,7 +117,7 @@ def test_refusals_are_clear_and_change_nothing(make_stack: StackFactory, tmp_pat
     bad_route = cli(stack, "open", "orders", "--credential-file", str(secret))
     assert bad_route.returncode == 2 and "use NAMESPACE/NAME" in bad_route.stderr
     down = subprocess.run(
-        [sys.executable, "-m", "gatehouse", "breaker", "status", "--admin", f"http://127.0.0.1:{free_port()}"],
+        [sys.executable, "-m", "gatehouse", "breaker", "status", "--admin", f"http://{refused_address}"],
         capture_output=True, text=True, timeout=30,
     )
     assert down.returncode == 2 and "cannot reach the control plane" in down.stderr and "refused" in down.stderr, down

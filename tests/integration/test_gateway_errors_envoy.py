@@ -21,7 +21,6 @@ from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER
 from tests.harness.envoy import envoy_binary, validate_config, write_bootstrap
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Reply, wait_for
-from tests.harness.ports import free_port
 from tests.harness.route_repo import route_doc
 from tests.harness.redis import RedisServer
 from tests.integration.conftest import StackFactory
@@ -223,10 +222,10 @@ def test_envoy_checks_the_body_size_limit_it_is_given(tmp_path: Path) -> None:
     assert result.returncode != 0 and "max_request_bytes" in result.stdout + result.stderr, result.stdout + result.stderr
 
 
-def test_an_unreachable_authorization_service_is_a_json_503(make_stack: StackFactory) -> None:
+def test_an_unreachable_authorization_service_is_a_json_503(make_stack: StackFactory, refused_address: str) -> None:
     """Nothing listens where ext_authz should be: Envoy's own 503 gets the JSON body (the
     service's own denials keep theirs)."""
-    stack = make_stack(upstreams=("svc-a",), control_plane_extra={"extAuthz": {"address": f"127.0.0.1:{free_port()}", "timeout": "200ms"}})
+    stack = make_stack(upstreams=("svc-a",), control_plane_extra={"extAuthz": {"address": refused_address, "timeout": "200ms"}})
     stack.commit_routes(
         {
             "routes.yaml": [

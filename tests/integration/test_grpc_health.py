@@ -215,8 +215,10 @@ ROUTE = route_doc(
 # --- the services -----------------------------------------------------------------------------------
 
 
-def test_control_plane_is_not_serving_before_its_first_sync(tmp_path: Path, processes: list[ManagedProcess]) -> None:
-    control_plane, repo = unsynced_control_plane(tmp_path / "cp", {"rateLimit": {"address": f"127.0.0.1:{free_port()}"}})
+def test_control_plane_is_not_serving_before_its_first_sync(
+    tmp_path: Path, processes: list[ManagedProcess], refused_address: str
+) -> None:
+    control_plane, repo = unsynced_control_plane(tmp_path / "cp", {"rateLimit": {"address": refused_address}})
     process = start_control_plane(control_plane, processes)
     address = f"127.0.0.1:{control_plane.xds_port}"
 

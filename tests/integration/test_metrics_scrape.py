@@ -29,7 +29,6 @@ from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Reply, wait_for
 from tests.harness.issuer import JwksServer, TestIssuer, forge_signature
-from tests.harness.ports import free_port
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 from tests.harness.telemetry import TelemetryServiceProcess
@@ -234,12 +233,12 @@ def test_ratelimit_counts_hits_over_limit_and_near_limit(make_stack: StackFactor
 
 
 def test_telemetry_counts_access_events_sent_and_dropped_and_audit_events_spooled(
-    make_stack: StackFactory, tmp_path: Path
+    make_stack: StackFactory, tmp_path: Path, refused_address: str
 ) -> None:
     issuer = TestIssuer()
     output = tmp_path / "telemetry" / "access.jsonl"
     telemetry = TelemetryServiceProcess(tmp_path / "telemetry", sink={"file": {"path": str(output)}}).start()
-    unreachable = f"127.0.0.1:{free_port()}"  # nothing listens: audit events must go to the spool
+    unreachable = refused_address  # nothing listens: audit events must go to the spool
     authz = ExtAuthzProcess(tmp_path / "authz", {
         "issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": str(issuer.write_jwks(tmp_path / "jwks.json"))}],
         "audit": {"kafka": {"bootstrapServers": [unreachable], "requestTimeout": "1s", "retryBackoff": "200ms"},

@@ -1,0 +1,91 @@
+"""A route breaker's phase → what the route's Envoy entries do instead of proxying.
+
+The board (``control_plane/breakers/board.py``) holds each route's phase; the translator
+gets a read-only view of it. CLOSED changes nothing. OPEN replaces the route's action so
+that no request reaches its backends:
+
+- ``fallback.response``: a direct response with the fallback's status, headers and body;
+- ``fallback.circuitOpen`` or no fallback: a direct JSON 503 ``circuit_open`` in the
+  gateway's error shape, with ``Retry-After`` (seconds to ``open_until`` at translation,
+  rounded up, at least 1);
+- ``fallback.backend``: the route's action sent to the fallback backend's cluster.
+
+Every fallback answer carries ``x-gatehouse-breaker: open`` (and a fallback backend's
+request too), which the breaker tallies never count as a call.
+
+HALF_OPEN is not translated yet: the route proxies as when CLOSED (no probe cap).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from control_plane.breakers.board import BreakerState, Phase
+from control_plane.model.route import Route
+from control_plane.translator.local_replies import GatewayError, error_body
+from control_plane.translator.names import ClusterRef
+
+BREAKER_HEADER = "x-gatehouse-breaker"
+"""Same name as telemetry's FALLBACK_HEADER: answers carrying it never count as calls."""
+CIRCUIT_OPEN = GatewayError(
+    "circuit_open", "The upstream service is failing; the gateway is not sending it requests. Retry later.", 503
+)
+NO_BREAKERS: Mapping[str, BreakerState] = {}
+
+
+def effective_phase(route: Route, state: BreakerState | None) -> BreakerState | None:
+    """The state the translator acts on: only an OPEN breaker of a route with an errorRate."""
+    breaker = route.spec.circuit_breaker
+    if state is None or breaker is None or breaker.error_rate is None or route.spec.disabled is not None:
+        return None
+    return state if state.phase is Phase.OPEN else None
+
+
+def fallback_refs(route: Route) -> list[ClusterRef]:
+    """The fallback backend's cluster, emitted whatever the phase so that it is warm when
+    the breaker opens (a cluster added with the route would answer 503 until it warmed)."""
+    fallback = route.spec.fallback
+    if fallback is None or fallback.backend is None or route.spec.disabled is not None:
+        return []
+    backend = fallback.backend
+    return [ClusterRef(route.backend_namespace(backend.namespace), backend.service, backend.port)]
+
+
+def retry_after_seconds(state: BreakerState, now: float) -> int:
+    if state.open_until is None:
+        return 1
+    return max(1, math.ceil(state.open_until - now))
+
+
+def _header(key: str, value: str) -> dict[str, Any]:
+    return {"header": {"key": key, "value": value}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+
+
+def open_entry(route: Route, state: BreakerState, now: float, entry: dict[str, Any]) -> None:
+    """Rewrite a route entry (its JSON form, in place) for an OPEN breaker."""
+    fallback = route.spec.fallback
+    marker = _header(BREAKER_HEADER, "open")
+    if fallback is not None and fallback.backend is not None:
+        action = entry["route"]
+        action.pop("weighted_clusters", None)
+        action["cluster"] = fallback_refs(route)[0].name
+        entry["request_headers_to_add"] = [*entry.get("request_headers_to_add", []), marker]
+        entry["response_headers_to_add"] = [*entry.get("response_headers_to_add", []), marker]
+        return
+    entry.pop("route", None)
+    entry.pop("request_headers_to_add", None)
+    entry.pop("request_headers_to_remove", None)
+    if fallback is not None and fallback.response is not None:
+        response = fallback.response
+        entry["direct_response"] = {"status": response.status, "body": {"inline_string": response.body}}
+        headers = [_header(k, v) for k, v in sorted(response.headers.items())]
+        headers.append(_header("content-type", response.content_type))
+    else:
+        entry["direct_response"] = {
+            "status": CIRCUIT_OPEN.status,
+            "body_format": {"json_format": error_body(CIRCUIT_OPEN), "content_type": "application/json"},
+        }
+        headers = [_header("retry-after", str(retry_after_seconds(state, now)))]
+    entry["response_headers_to_add"] = [*entry.get("response_headers_to_add", []), *headers, marker]

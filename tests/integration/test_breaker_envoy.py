@@ -1,0 +1,126 @@
+"""What a real Envoy answers per breaker phase, driven through the operator API of a real
+control plane: while OPEN the route's upstream gets no request (counted at the upstream)
+and clients get the route's fallback fast; after close the upstream serves again. Each
+fallback kind once: circuitOpen (the default), a static response, a fallback backend."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import wait_for
+from tests.harness.route_repo import route_doc
+from tests.integration.conftest import StackFactory
+
+BREAKER = {"errorRate": {"window": "30s", "minimumCalls": 20, "failureRateThreshold": 50, "waitInOpen": "2s", "halfOpenProbes": 3}}
+STATIC = {"status": 200, "headers": {"cache-control": "max-age=5"}, "body": '{"items": [], "stale": true}'}
+
+
+def start(make_stack: StackFactory, tmp_path: Path) -> tuple[GatewayStack, str]:
+    secret = tmp_path / "operator-credential"
+    secret.write_text(secrets.token_urlsafe(24))
+    stack = make_stack(control_plane_extra={"breakers": {"operatorCredentialFile": str(secret)}})
+    primary = [{"service": "svc-a", "port": 8080}]
+    stack.commit_routes({"r.yaml": [
+        route_doc("ok", {"match": {"pathPrefix": "/ok"}, "backends": primary}),
+        route_doc("orders", {"match": {"pathPrefix": "/orders"}, "backends": primary, "circuitBreaker": BREAKER}),
+        route_doc("catalog", {
+            "match": {"pathPrefix": "/catalog"}, "backends": primary, "circuitBreaker": BREAKER,
+            "fallback": {"response": STATIC},
+        }),
+        route_doc("search", {
+            "match": {"pathPrefix": "/search"}, "backends": primary, "circuitBreaker": BREAKER,
+            "fallback": {"backend": {"service": "svc-b", "port": 8080}},
+        }),
+    ]})
+    stack.start(wait_path="/ok")
+    return stack, secret.read_text()
+
+
+def move(stack: GatewayStack, credential: str, route: str, action: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{stack.control_plane.admin_url}/breakers/default/{route}/{action}", data=json.dumps(body or {}).encode(),
+        method="POST", headers={"Authorization": f"Bearer {credential}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=5) as response:
+        answer: dict[str, Any] = json.loads(response.read())
+        return answer
+
+
+def served(stack: GatewayStack, upstream: str) -> int:
+    with urllib.request.urlopen(f"{stack.upstreams[upstream].url}/admin/fail", timeout=5) as response:
+        count: int = json.loads(response.read())["served"]
+        return count
+
+
+def breaker_header(stack: GatewayStack, path: str) -> str | None:
+    try:
+        return stack.get(path).headers.get("x-gatehouse-breaker")
+    except OSError:
+        return None
+
+
+def p99_ms(durations: list[float]) -> float:
+    ordered = sorted(durations)
+    return ordered[int(len(ordered) * 0.99) - 1] * 1000
+
+
+def test_open_answers_circuit_open_without_the_upstream_then_close_proxies_again(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    stack, credential = start(make_stack, tmp_path)
+    assert stack.get("/orders").upstream == "svc-a"
+
+    move(stack, credential, "orders", "open", {"openFor": "10m", "reason": "test"})
+    wait_for(lambda: breaker_header(stack, "/orders") == "open", 5, "/orders answering the fallback")
+    before = served(stack, "svc-a")
+    client = stack.client()
+    durations = []
+    try:
+        for _ in range(200):
+            started = time.perf_counter()
+            reply = client.request("/orders")
+            durations.append(time.perf_counter() - started)
+            assert reply.status == 503 and reply.headers["x-gatehouse-breaker"] == "open", reply
+    finally:
+        client.close()
+    assert served(stack, "svc-a") == before, "no request reached the upstream while OPEN"
+    assert p99_ms(durations) < 5, f"p99 {p99_ms(durations):.2f} ms"
+    body = reply.json()
+    assert body["error"]["code"] == "circuit_open" and body["error"]["request_id"], body
+    assert reply.headers["content-type"] == "application/json"
+    assert 590 <= int(reply.headers["retry-after"]) <= 600, reply.headers
+
+    assert stack.get("/ok").upstream == "svc-a", "other routes are untouched"
+    move(stack, credential, "orders", "close")
+    wait_for(lambda: stack.get("/orders").status == 200, 5, "/orders proxied again")
+    reply = stack.get("/orders")
+    assert reply.upstream == "svc-a" and "x-gatehouse-breaker" not in reply.headers
+    assert served(stack, "svc-a") > before
+
+
+def test_static_response_and_fallback_backend(make_stack: StackFactory, tmp_path: Path) -> None:
+    stack, credential = start(make_stack, tmp_path)
+    move(stack, credential, "catalog", "open")
+    move(stack, credential, "search", "open")
+    wait_for(lambda: breaker_header(stack, "/catalog") == "open", 5, "/catalog answering its static fallback")
+    wait_for(lambda: breaker_header(stack, "/search") == "open", 5, "/search sent to its fallback backend")
+    before = served(stack, "svc-a")
+
+    static = stack.get("/catalog")
+    assert static.status == 200 and json.loads(static.body) == {"items": [], "stale": True}, static
+    assert static.headers["content-type"] == "application/json" and static.headers["cache-control"] == "max-age=5"
+
+    fallback = stack.get("/search/q")
+    assert fallback.status == 200 and fallback.upstream == "svc-b", fallback
+    assert fallback.json()["headers"]["x-gatehouse-breaker"] == "open", "the fallback backend's request is marked"
+    assert served(stack, "svc-a") == before, "no request reached the primary upstream while OPEN"
+
+    move(stack, credential, "search", "close")
+    stack.wait_upstream("/search/q", "svc-a", timeout=5)
+    assert breaker_header(stack, "/catalog") == "open", "the other route stays OPEN"

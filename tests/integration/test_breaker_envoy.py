@@ -60,9 +60,10 @@ def served(stack: GatewayStack, upstream: str) -> int:
 
 def breaker_header(stack: GatewayStack, path: str) -> str | None:
     try:
-        return stack.get(path).headers.get("x-gatehouse-breaker")
+        value: str | None = stack.get(path).headers.get("x-gatehouse-breaker")
     except OSError:
         return None
+    return value
 
 
 def p99_ms(durations: list[float]) -> float:

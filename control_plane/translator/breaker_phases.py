@@ -13,7 +13,10 @@ that no request reaches its backends:
 Every fallback answer carries ``x-gatehouse-breaker: open`` (and a fallback backend's
 request too), which the breaker tallies never count as a call.
 
-HALF_OPEN is not translated yet: the route proxies as when CLOSED (no probe cap).
+HALF_OPEN admits ``halfOpenProbes`` requests per Envoy: the route's local_ratelimit
+entry (the shield's filter, which it replaces meanwhile) becomes a bucket of that many
+tokens that never refills in practice; the requests it denies get a 503 ``circuit_open``
+(local_replies matches them by the breaker header), whatever the fallback kind.
 """
 
 from __future__ import annotations
@@ -24,14 +27,13 @@ from typing import Any
 
 from control_plane.breakers.board import BreakerState, Phase
 from control_plane.model.route import Route
-from control_plane.translator.local_replies import GatewayError, error_body
+from control_plane.translator.local_replies import BREAKER_HEADER, CIRCUIT_OPEN_MESSAGE, GatewayError, error_body
+from control_plane.translator.shields import LOCAL_RATELIMIT_TYPE, SHIELD_FILTER
 from control_plane.translator.names import ClusterRef
 
-BREAKER_HEADER = "x-gatehouse-breaker"
-"""Same name as telemetry's FALLBACK_HEADER: answers carrying it never count as calls."""
-CIRCUIT_OPEN = GatewayError(
-    "circuit_open", "The upstream service is failing; the gateway is not sending it requests. Retry later.", 503
-)
+CIRCUIT_OPEN = GatewayError("circuit_open", CIRCUIT_OPEN_MESSAGE, 503)
+PROBE_REFILL = "31536000s"
+"""A year: the probe bucket's fill interval, so the budget is spent once per HALF_OPEN."""
 NO_BREAKERS: Mapping[str, BreakerState] = {}
 
 
@@ -40,7 +42,7 @@ def effective_phase(route: Route, state: BreakerState | None) -> BreakerState | 
     breaker = route.spec.circuit_breaker
     if state is None or breaker is None or breaker.error_rate is None or route.spec.disabled is not None:
         return None
-    return state if state.phase is Phase.OPEN else None
+    return None if state.phase is Phase.CLOSED else state
 
 
 def fallback_refs(route: Route) -> list[ClusterRef]:
@@ -63,8 +65,30 @@ def _header(key: str, value: str) -> dict[str, Any]:
     return {"header": {"key": key, "value": value}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
 
 
-def open_entry(route: Route, state: BreakerState, now: float, entry: dict[str, Any]) -> None:
-    """Rewrite a route entry (its JSON form, in place) for an OPEN breaker."""
+def _always(runtime_key: str) -> dict[str, Any]:
+    return {"runtime_key": runtime_key, "default_value": {"numerator": 100, "denominator": "HUNDRED"}}
+
+
+def probe_budget(route: Route, state: BreakerState) -> dict[str, Any]:
+    """The HALF_OPEN probe bucket, named after the generation (a fresh one per HALF_OPEN)."""
+    assert route.spec.circuit_breaker is not None and route.spec.circuit_breaker.error_rate is not None
+    probes = route.spec.circuit_breaker.error_rate.half_open_probes
+    return {
+        "@type": LOCAL_RATELIMIT_TYPE,
+        "stat_prefix": f"breaker_probes_{state.generation}",
+        "status": {"code": "ServiceUnavailable"},
+        "token_bucket": {"max_tokens": probes, "tokens_per_fill": probes, "fill_interval": PROBE_REFILL},
+        "filter_enabled": _always("breaker_probes_enabled"),
+        "filter_enforced": _always("breaker_probes_enforced"),
+        "response_headers_to_add": [_header(BREAKER_HEADER, "half-open")],
+    }
+
+
+def breaker_entry(route: Route, state: BreakerState, now: float, entry: dict[str, Any]) -> None:
+    """Rewrite a route entry (its JSON form, in place) for an OPEN or HALF_OPEN breaker."""
+    if state.phase is Phase.HALF_OPEN:
+        entry.setdefault("typed_per_filter_config", {})[SHIELD_FILTER] = probe_budget(route, state)
+        return
     fallback = route.spec.fallback
     marker = _header(BREAKER_HEADER, "open")
     if fallback is not None and fallback.backend is not None:

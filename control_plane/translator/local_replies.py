@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 REQUEST_ID = "%REQ(X-REQUEST-ID)%"
+BREAKER_HEADER = "x-gatehouse-breaker"
+"""Marks a breaker's fallback answers (telemetry's FALLBACK_HEADER: they never count as calls)."""
 CEL_FILTER_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter"
 
 
@@ -48,10 +50,21 @@ class GatewayError:
     details_prefix: str | None = None
     """Or: match replies whose response code details start with this (a CEL filter), for
     filters that set no response flag (RBAC, local_ratelimit)."""
+    expression: str | None = None
+    """Or: match replies for which this CEL expression holds."""
 
 
 # First match wins: a reply may carry several flags (a timeout after retries: UT and URX).
+CIRCUIT_OPEN_MESSAGE = "The upstream service is failing; the gateway is not sending it requests. Retry later."
 GATEWAY_ERRORS: tuple[GatewayError, ...] = (
+    # A HALF_OPEN breaker's probe budget is spent: its local_ratelimit bucket denies with
+    # the breaker header (before the shield's rate_limited, which has the same details).
+    GatewayError(
+        "circuit_open",
+        CIRCUIT_OPEN_MESSAGE,
+        503,
+        expression=f"response.code_details.startsWith('local_rate_limited') && '{BREAKER_HEADER}' in response.headers",
+    ),
     GatewayError("not_found", "No route matches this request.", 404, flags=("NR",)),
     GatewayError("upstream_timeout", "The upstream service did not answer in time.", 504, flags=("UT",)),
     GatewayError("upstream_overflow", "The upstream service is at capacity; retry later.", 503, flags=("UO",)),
@@ -108,8 +121,9 @@ def _filter(error: GatewayError) -> dict[str, Any]:
     found: list[dict[str, Any]] = []
     if error.flags:
         found.append({"response_flag_filter": {"flags": list(error.flags)}})
-    if error.details_prefix is not None:
-        expression = f"response.code_details.startsWith('{error.details_prefix}')"
+    expressions = [f"response.code_details.startsWith('{error.details_prefix}')"] if error.details_prefix else []
+    expressions += [error.expression] if error.expression is not None else []
+    for expression in expressions:
         found.append(
             {
                 "extension_filter": {

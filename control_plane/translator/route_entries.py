@@ -27,7 +27,7 @@ from control_plane.model.schema import (
     Retries,
 )
 from control_plane.breakers.board import BreakerState
-from control_plane.translator.breaker_phases import open_entry
+from control_plane.translator.breaker_phases import breaker_entry
 from control_plane.translator.http_filters import HTTP_FEATURES
 from control_plane.translator.messages import RouteEntry, parse
 from control_plane.translator.names import METADATA_NAMESPACE, ClusterRef
@@ -287,7 +287,7 @@ def _entry(
     if rules.response.remove:
         entry["response_headers_to_remove"] = list(rules.response.remove)
     if breaker is not None:
-        open_entry(route, breaker, now, entry)
+        breaker_entry(route, breaker, now, entry)
     return entry
 
 
@@ -325,8 +325,8 @@ def route_entries(
     breaker: BreakerState | None = None,
     now: float = 0.0,
 ) -> list[RouteEntry]:
-    """The Envoy route entries for one route, in match order; ``breaker`` is an OPEN
-    breaker's state (see breaker_phases.effective_phase), ``now`` the time of translation."""
+    """The Envoy route entries for one route, in match order; ``breaker`` is an OPEN or
+    HALF_OPEN breaker's state (see breaker_phases.effective_phase), ``now`` the time of translation."""
     return [
         parse(RouteEntry, _entry(route, variant, group, settings, breaker, now))
         for variant in _path_variants(route)

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness.gateway import GatewayStack
-from tests.harness.http_client import wait_for
+from tests.harness.http_client import get, wait_for
+from tests.harness.ports import free_port
 from tests.harness.route_repo import route_doc
 from tests.integration.conftest import StackFactory
 
@@ -21,10 +22,10 @@ BREAKER = {"errorRate": {"window": "30s", "minimumCalls": 20, "failureRateThresh
 STATIC = {"status": 200, "headers": {"cache-control": "max-age=5"}, "body": '{"items": [], "stale": true}'}
 
 
-def start(make_stack: StackFactory, tmp_path: Path) -> tuple[GatewayStack, str]:
+def start(make_stack: StackFactory, tmp_path: Path, **extra: Any) -> tuple[GatewayStack, str]:
     secret = tmp_path / "operator-credential"
     secret.write_text(secrets.token_urlsafe(24))
-    stack = make_stack(control_plane_extra={"breakers": {"operatorCredentialFile": str(secret)}})
+    stack = make_stack(control_plane_extra={"breakers": {"operatorCredentialFile": str(secret)}, **extra})
     primary = [{"service": "svc-a", "port": 8080}]
     stack.commit_routes({"r.yaml": [
         route_doc("ok", {"match": {"pathPrefix": "/ok"}, "backends": primary}),
@@ -170,3 +171,28 @@ def test_half_open_admits_exactly_the_probes_and_an_unrelated_push_refills_them(
     wait_for(lambda: stack.get("/orders").status == 200, 5, "/orders proxied again")
     reached, replies = half_open_round(stack, "/orders", 10)
     assert reached == 10 and all(r.status == 200 for r in replies)
+
+
+def test_two_envoys_on_one_control_plane_follow_an_operator_open_and_close_within_a_second(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    second_port = free_port()
+    stack, credential = start(
+        make_stack, tmp_path, nodeGroups={"second": {"listenerAddress": "127.0.0.1", "listenerPort": second_port}}
+    )
+    second = stack.start_envoy("second-0", cluster="second")
+    second.wait_live()
+    wait_for(lambda: get(second_port, "/orders").upstream == "svc-a", 10, "the second Envoy serving /orders")
+
+    def marked(port: int) -> str | None:
+        value: str | None = get(port, "/orders").headers.get("x-gatehouse-breaker")
+        return value
+
+    move(stack, credential, "orders", "open")
+    started = time.monotonic()
+    wait_for(lambda: marked(stack.listener_port) == "open" and marked(second_port) == "open", 1, "both Envoys OPEN")
+    opened_in = time.monotonic() - started
+    move(stack, credential, "orders", "close")
+    started = time.monotonic()
+    wait_for(lambda: marked(stack.listener_port) is None and marked(second_port) is None, 1, "both Envoys CLOSED")
+    assert opened_in < 1 and time.monotonic() - started < 1

@@ -93,8 +93,9 @@ class SnapshotPublisher:
         board.subscribe(self.breaker_moved)
 
     def breaker_moved(self, route_id: str, old: BreakerState, new: BreakerState) -> None:
-        """A board listener: a phase change is a route change, rebuilt after the debounce's quiet."""
-        self._route_debounce.poke()
+        """A board listener: a phase change is a route change, rebuilt at once (no quiet):
+        the board already shows the new phase, Envoy must follow within milliseconds."""
+        self._route_debounce.poke_now()
 
     @property
     def _table(self) -> EndpointTable:

@@ -196,3 +196,49 @@ def test_two_envoys_on_one_control_plane_follow_an_operator_open_and_close_withi
     started = time.monotonic()
     wait_for(lambda: marked(stack.listener_port) is None and marked(second_port) is None, 1, "both Envoys CLOSED")
     assert opened_in < 1 and time.monotonic() - started < 1
+
+
+def upstream_failing(stack: GatewayStack, failing: bool) -> None:
+    request = urllib.request.Request(
+        f"{stack.upstreams['svc-a'].url}/admin/fail?status=503", method="POST" if failing else "DELETE"
+    )
+    urllib.request.urlopen(request, timeout=5).close()
+
+
+def test_the_detector_opens_on_real_telemetry_the_fallback_answers_and_probes_close_it(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    from tests.integration.test_breaker_detection import breaker, route, start as start_with_telemetry, wait_phase
+
+    stack, telemetry, _ = start_with_telemetry(make_stack, tmp_path, [
+        route("ok"),
+        route("orders", circuitBreaker=breaker(minimumCalls=10), fallback={"response": STATIC}),
+    ])
+    try:
+        upstream_failing(stack, True)
+        for i in range(10):
+            assert stack.get(f"/orders/{i}").status == 503
+        wait_phase(stack, "orders", "open", timeout=5)
+        wait_for(lambda: breaker_header(stack, "/orders") == "open", 2, "the static fallback")
+        before = served(stack, "svc-a")
+        for _ in range(50):
+            reply = stack.get("/orders")
+            assert reply.status == 200 and json.loads(reply.body) == {"items": [], "stale": True}
+        assert served(stack, "svc-a") == before, "no request reached the upstream while OPEN"
+
+        upstream_failing(stack, False)
+        wait_phase(stack, "orders", "half-open", timeout=6)
+        wait_for(lambda: served(stack, "svc-a") > before or breaker_header(stack, "/orders") != "open", 2, "HALF_OPEN in Envoy")
+        # Requests until the detector closes it: the probes (3) succeed, the rest of each
+        # round are denied and not counted.
+        wait_for(lambda: stack.get("/orders").status == 200 and window_phase(stack) == "closed", 10, "CLOSED by the probes")
+        reply = stack.get("/orders")
+        assert reply.upstream == "svc-a" and "x-gatehouse-breaker" not in reply.headers
+    finally:
+        telemetry.stop()
+
+
+def window_phase(stack: GatewayStack) -> str:
+    with urllib.request.urlopen(f"{stack.control_plane.admin_url}/breakers/window?route=default/orders", timeout=5) as response:
+        phase: str = json.loads(response.read())["phase"]
+        return phase

@@ -19,6 +19,10 @@ never answers with (413, 431), or, for filters that set no flag (RBAC's 403, the
 There is no top-level ``body_format``: a local reply no mapper matches keeps its body as
 its filter wrote it.
 
+A HALF_OPEN breaker's denied non-probe (the local_ratelimit probe bucket of
+breaker_phases) is told from the shield's 429 by its ``x-gatehouse-breaker`` header and
+gets ``circuit_open``; an OPEN breaker's own answer is a direct response with its body.
+
 A 431 is answered before Envoy has the request's headers: its ``request_id`` is null.
 
 A route's ``disabled`` answer is a direct response, also a local reply without a flag:

@@ -23,6 +23,7 @@ class Debouncer:
         self._max_delay = max_delay
         self._poked = asyncio.Event()
         self._earliest: float | None = None
+        self._urgent = False
 
     def poke(self, seen_at: float | None = None) -> None:
         """Note a change; ``seen_at`` is when its source saw it (for latency metrics)."""
@@ -30,12 +31,19 @@ class Debouncer:
         self._earliest = seen if self._earliest is None else min(self._earliest, seen)
         self._poked.set()
 
+    def poke_now(self) -> None:
+        """Note a change that must not wait for ``quiet`` (a breaker move): rebuild at once."""
+        self._urgent = True
+        self.poke()
+
     async def run(self) -> None:
         while True:
             await self._poked.wait()
             deadline = time.monotonic() + self._max_delay
             while True:
                 self._poked.clear()
+                if self._urgent:
+                    break
                 remaining = min(self._quiet, deadline - time.monotonic())
                 if remaining <= 0:
                     break
@@ -44,6 +52,7 @@ class Debouncer:
                 except asyncio.TimeoutError:
                     break
             self._poked.clear()
+            self._urgent = False
             seen_at = self._earliest if self._earliest is not None else time.monotonic()
             self._earliest = None
             try:

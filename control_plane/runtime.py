@@ -67,6 +67,8 @@ class ControlPlane:
         )
         self._pending: set[Source] = set(self._sources.every)
         self.breakers = BreakerBoard()
+        # A move is a route change: the snapshot is rebuilt and pushed at once, no polling.
+        self._snapshots.attach_breakers(self.breakers)
         self.detector = BreakerDetector(self.breakers, audit=self.audit)
         credential = config.breakers.tally_credential_file
         self._tallies = TallyEndpoint(

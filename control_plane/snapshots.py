@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import structlog
 
 from control_plane import heap, metrics
+from control_plane.breakers.board import BreakerBoard, BreakerState
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.snapshot_cache import DEFAULT_GROUP, SnapshotCache
 from control_plane.debounce import Debouncer
@@ -43,8 +44,11 @@ class SnapshotPublisher:
         feedback: Sequence[RouteFeedback],
         quiet: float,
         max_delay: float,
+        breakers: Callable[[], Mapping[str, BreakerState]] = dict,
     ) -> None:
         self._cache = cache
+        self._breakers = breakers
+        """The board's states, read on the loop at each route rebuild (the translator's input)."""
         self._routes = translator
         self._endpoints = EndpointTranslator()
         self._edges = edges
@@ -83,6 +87,16 @@ class SnapshotPublisher:
 
         return publish
 
+    def attach_breakers(self, board: BreakerBoard) -> None:
+        """Translate with the board's phases and rebuild on every move."""
+        self._breakers = board.states
+        board.subscribe(self.breaker_moved)
+
+    def breaker_moved(self, route_id: str, old: BreakerState, new: BreakerState) -> None:
+        """A board listener: a phase change is a route change, rebuilt at once (no quiet):
+        the board already shows the new phase, Envoy must follow within milliseconds."""
+        self._route_debounce.poke_now()
+
     @property
     def _table(self) -> EndpointTable:
         tables = [self._tables[i] for i in sorted(self._tables)]
@@ -114,7 +128,8 @@ class SnapshotPublisher:
         # Merging and translating are CPU work over every route: in a worker thread, so
         # ADS streams keep being served (resolving conflicts alone held the loop 100+ ms
         # at 10k routes).
-        kept, conflicts, translation = await asyncio.to_thread(self._translate, routes)
+        breakers = dict(self._breakers())  # a copy: the board moves on the loop, we read in a thread
+        kept, conflicts, translation = await asyncio.to_thread(self._translate, routes, breakers)
         self._record_conflicts(conflicts)
         metrics.TRANSLATIONS.inc()
         metrics.ROUTES_TRANSLATED.inc(self._routes.translated_routes - before)
@@ -141,10 +156,12 @@ class SnapshotPublisher:
             translate_ms=round((time.monotonic() - started) * 1000, 1),
         )
 
-    def _translate(self, routes: list[Route]) -> tuple[list[Route], list[Conflict], Translation]:
+    def _translate(
+        self, routes: list[Route], breakers: Mapping[str, BreakerState]
+    ) -> tuple[list[Route], list[Conflict], Translation]:
         with collector_paused():
             kept, conflicts = resolve_conflicts(routes)
-            return kept, conflicts, self._routes.translate(kept)
+            return kept, conflicts, self._routes.translate(kept, breakers)
 
     async def _rebuild_endpoints(self, seen_at: float) -> None:
         current = self._cache.current("*")

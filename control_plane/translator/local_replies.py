@@ -19,6 +19,10 @@ never answers with (413, 431), or, for filters that set no flag (RBAC's 403, the
 There is no top-level ``body_format``: a local reply no mapper matches keeps its body as
 its filter wrote it.
 
+A HALF_OPEN breaker's denied non-probe (the local_ratelimit probe bucket of
+breaker_phases) is told from the shield's 429 by its ``x-gatehouse-breaker`` header and
+gets ``circuit_open``; an OPEN breaker's own answer is a direct response with its body.
+
 A 431 is answered before Envoy has the request's headers: its ``request_id`` is null.
 
 A route's ``disabled`` answer is a direct response, also a local reply without a flag:
@@ -31,6 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 REQUEST_ID = "%REQ(X-REQUEST-ID)%"
+BREAKER_HEADER = "x-gatehouse-breaker"
+"""Marks a breaker's fallback answers (telemetry's FALLBACK_HEADER: they never count as calls)."""
 CEL_FILTER_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter"
 
 
@@ -48,10 +54,21 @@ class GatewayError:
     details_prefix: str | None = None
     """Or: match replies whose response code details start with this (a CEL filter), for
     filters that set no response flag (RBAC, local_ratelimit)."""
+    expression: str | None = None
+    """Or: match replies for which this CEL expression holds."""
 
 
 # First match wins: a reply may carry several flags (a timeout after retries: UT and URX).
+CIRCUIT_OPEN_MESSAGE = "The upstream service is failing; the gateway is not sending it requests. Retry later."
 GATEWAY_ERRORS: tuple[GatewayError, ...] = (
+    # A HALF_OPEN breaker's probe budget is spent: its local_ratelimit bucket denies with
+    # the breaker header (before the shield's rate_limited, which has the same details).
+    GatewayError(
+        "circuit_open",
+        CIRCUIT_OPEN_MESSAGE,
+        503,
+        expression=f"response.code_details.startsWith('local_rate_limited') && '{BREAKER_HEADER}' in response.headers",
+    ),
     GatewayError("not_found", "No route matches this request.", 404, flags=("NR",)),
     GatewayError("upstream_timeout", "The upstream service did not answer in time.", 504, flags=("UT",)),
     GatewayError("upstream_overflow", "The upstream service is at capacity; retry later.", 503, flags=("UO",)),
@@ -108,8 +125,9 @@ def _filter(error: GatewayError) -> dict[str, Any]:
     found: list[dict[str, Any]] = []
     if error.flags:
         found.append({"response_flag_filter": {"flags": list(error.flags)}})
-    if error.details_prefix is not None:
-        expression = f"response.code_details.startsWith('{error.details_prefix}')"
+    expressions = [f"response.code_details.startsWith('{error.details_prefix}')"] if error.details_prefix else []
+    expressions += [error.expression] if error.expression is not None else []
+    for expression in expressions:
         found.append(
             {
                 "extension_filter": {

@@ -9,15 +9,19 @@ route, not ten thousand. The cache holds only the routes of the latest call.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
 from google.protobuf.json_format import ParseError
 
+from control_plane.breakers.board import BreakerState
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
+from control_plane.translator.breaker_phases import NO_BREAKERS, effective_phase, fallback_refs
 from control_plane.translator.clusters import ClusterPolicy, cluster, cluster_policies
 from control_plane.translator.coverage import unenforced
 from control_plane.translator.edge import edge_resources
@@ -43,14 +47,21 @@ class _Translated:
     refs: tuple[ClusterRef, ...]
     resources: tuple[Resource, ...]
     """What the features make of the route besides its entries (its rate-limit policy)."""
+    fallback_refs: tuple[ClusterRef, ...] = ()
+    """The fallback backend's cluster: emitted, but no cluster policy of the route's applies."""
 
 
-def _translate_route(route: Route, settings: GatewaySettings) -> _Translated:
+def _translate_route(
+    route: Route, settings: GatewaySettings, breaker: BreakerState | None, now: float
+) -> _Translated:
     encoded = b"".join(
-        wire.as_route_field(entry.SerializeToString(deterministic=True)) for entry in route_entries(route, settings)
+        wire.as_route_field(entry.SerializeToString(deterministic=True))
+        for entry in route_entries(route, settings, breaker, now)
     )
     resources = tuple(r for feature in HTTP_FEATURES for r in feature.route_resources(route, settings))
-    return _Translated(encoded, specificity_key(route), tuple(cluster_refs(route)), resources)
+    return _Translated(
+        encoded, specificity_key(route), tuple(cluster_refs(route)), resources, tuple(fallback_refs(route))
+    )
 
 
 @dataclass(frozen=True)
@@ -67,9 +78,11 @@ class Translation:
 
 
 class RouteTranslator:
-    def __init__(self, settings: GatewaySettings) -> None:
+    def __init__(self, settings: GatewaySettings, *, clock: Callable[[], float] = time.time) -> None:
         self._settings = settings
-        self._entries: dict[Route, _Translated] = {}
+        self._clock = clock
+        """Wall clock, as the board's: an OPEN route's Retry-After counts to its open_until."""
+        self._entries: dict[tuple[Route, BreakerState | None], _Translated] = {}
         self._clusters: dict[tuple[ClusterRef, ClusterPolicy], Resource] = {}
         self._edge = edge_resources(settings)
         self._service_clusters = service_clusters(settings)
@@ -78,14 +91,19 @@ class RouteTranslator:
         self.quarantined: dict[str, str] = {}
         """Routes left out of the last translation because they could not be translated, and why."""
 
-    def translate(self, routes: list[Route]) -> Translation:
+    def translate(self, routes: list[Route], breakers: Mapping[str, BreakerState] = NO_BREAKERS) -> Translation:
+        """``breakers``: the board's states by route id, read-only; a route not in it is CLOSED."""
         translated: dict[Route, _Translated] = {}
+        entries: dict[tuple[Route, BreakerState | None], _Translated] = {}
         quarantined: dict[str, str] = {}
+        now = self._clock()
         for route in routes:
-            cached = self._entries.get(route)
+            # Keyed by the phase too: a move re-translates that route alone.
+            key = (route, effective_phase(route, breakers.get(route.id)))
+            cached = self._entries.get(key)
             if cached is None:
                 try:
-                    cached = _translate_route(route, self._settings)
+                    cached = _translate_route(route, self._settings, key[1], now)
                 except (ParseError, ValueError) as exc:
                     # A translator gap must cost one route, not the whole config.
                     quarantined[route.id] = f"{route.origin}: {exc}"
@@ -97,7 +115,8 @@ class RouteTranslator:
                 ):
                     log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
             translated[route] = cached
-        self._entries = translated
+            entries[key] = cached
+        self._entries = entries
         # Cluster-level fields (circuitBreaker, outlierDetection, healthCheck, timeouts.connect)
         # must agree between the routes sharing a cluster; a contradicting route is left out.
         policies, contradicting = cluster_policies(list(translated), {r: t.refs for r, t in translated.items()})
@@ -110,7 +129,7 @@ class RouteTranslator:
 
         users: dict[ClusterRef, list[str]] = {}
         for route in ordered:
-            for ref in translated[route].refs:
+            for ref in (*translated[route].refs, *translated[route].fallback_refs):
                 users.setdefault(ref, []).append(route.id)
         refs = tuple(sorted(users))
         keys = [(ref, policies.get(ref, ClusterPolicy())) for ref in refs]

@@ -26,6 +26,8 @@ from control_plane.model.schema import (
     HeaderMatch,
     Retries,
 )
+from control_plane.breakers.board import BreakerState
+from control_plane.translator.breaker_phases import breaker_entry
 from control_plane.translator.http_filters import HTTP_FEATURES
 from control_plane.translator.messages import RouteEntry, parse
 from control_plane.translator.names import METADATA_NAMESPACE, ClusterRef
@@ -237,7 +239,14 @@ class _MethodGroup:
     """Only requests carrying this header (the idempotency key)."""
 
 
-def _entry(route: Route, variant: _PathVariant, group: _MethodGroup, settings: GatewaySettings) -> dict[str, Any]:
+def _entry(
+    route: Route,
+    variant: _PathVariant,
+    group: _MethodGroup,
+    settings: GatewaySettings,
+    breaker: BreakerState | None,
+    now: float,
+) -> dict[str, Any]:
     spec = route.spec
     methods, retries = group.methods, group.retried
     match = dict(variant.match)
@@ -277,6 +286,8 @@ def _entry(route: Route, variant: _PathVariant, group: _MethodGroup, settings: G
         entry["response_headers_to_add"] = _headers_to_add(rules.response.set)
     if rules.response.remove:
         entry["response_headers_to_remove"] = list(rules.response.remove)
+    if breaker is not None:
+        breaker_entry(route, breaker, now, entry)
     return entry
 
 
@@ -308,10 +319,16 @@ def _method_groups(route: Route) -> list[_MethodGroup]:
     return groups
 
 
-def route_entries(route: Route, settings: GatewaySettings = _DEFAULT_SETTINGS) -> list[RouteEntry]:
-    """The Envoy route entries for one route, in match order."""
+def route_entries(
+    route: Route,
+    settings: GatewaySettings = _DEFAULT_SETTINGS,
+    breaker: BreakerState | None = None,
+    now: float = 0.0,
+) -> list[RouteEntry]:
+    """The Envoy route entries for one route, in match order; ``breaker`` is an OPEN or
+    HALF_OPEN breaker's state (see breaker_phases.effective_phase), ``now`` the time of translation."""
     return [
-        parse(RouteEntry, _entry(route, variant, group, settings))
+        parse(RouteEntry, _entry(route, variant, group, settings, breaker, now))
         for variant in _path_variants(route)
         for group in _method_groups(route)
     ]

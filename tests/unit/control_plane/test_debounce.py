@@ -70,3 +70,21 @@ async def test_changes_during_a_rebuild_cause_one_more_and_failures_do_not_stop_
     await asyncio.sleep(0.1)
     task.cancel()
     assert calls == 2
+
+
+async def test_poke_now_skips_the_quiet_period() -> None:
+    calls: list[float] = []
+
+    async def rebuild(seen_at: float) -> None:
+        calls.append(time.monotonic())
+
+    debouncer = Debouncer(rebuild, quiet=0.5, max_delay=1.0)
+    task = await _run_with(debouncer)
+    started = time.monotonic()
+    debouncer.poke_now()
+    await asyncio.sleep(0.1)
+    debouncer.poke()
+    await asyncio.sleep(0.7)
+    task.cancel()
+    assert len(calls) == 2 and calls[0] - started < 0.05, "the urgent poke at once, the plain one after quiet"
+    assert calls[1] - started >= 0.55

@@ -5,6 +5,9 @@ Two optional side files:
 
 - `in/<case>.endpoints.yaml`: a static endpoints file; without one, every cluster gets an
   empty ClusterLoadAssignment;
+- `in/<case>.breakers.yaml`: breaker phases by route id (`ns/name: {phase: open,
+  openFor: 30.2}`), translated at a fixed wall clock (BREAKER_CLOCK) so Retry-After is
+  stable; without one, every breaker is CLOSED;
 - `in/<case>.settings.yaml`: the gateway the routes are translated for, written as in the
   control plane's config file (`gateway`, `extAuthz`, `rateLimit`, `accessLog`), loaded
   strictly (an unknown field fails the case) and turned into GatewaySettings the way the
@@ -22,6 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from control_plane.breakers.board import Actor, BreakerBoard, BreakerState, Phase
 from control_plane.cache.resource import Resource
 from control_plane.config import AccessLogService, ControlPlaneConfig, ExtAuthz, Gateway, RateLimitService, Sources, Tracing
 from control_plane.model import Origin, duplicate_problems, parse_route_file
@@ -40,6 +46,8 @@ OPTIONAL_KINDS = ("secrets", "ratelimits")
 """Written only when the case has some: most cases have neither."""
 ENDPOINTS_SUFFIX = ".endpoints.yaml"
 SETTINGS_SUFFIX = ".settings.yaml"
+BREAKERS_SUFFIX = ".breakers.yaml"
+BREAKER_CLOCK = 1_000_000.0
 
 
 class CaseSettings(Model):
@@ -74,7 +82,7 @@ def case_names() -> list[str]:
     return sorted(
         path.name[: -len(".yaml")]
         for path in IN_DIR.glob("*.yaml")
-        if not path.name.endswith((ENDPOINTS_SUFFIX, SETTINGS_SUFFIX))
+        if not path.name.endswith((ENDPOINTS_SUFFIX, SETTINGS_SUFFIX, BREAKERS_SUFFIX))
     )
 
 
@@ -114,6 +122,17 @@ def case_settings(case: str) -> GatewaySettings:
     return load_settings(path) if path.exists() else GatewaySettings()
 
 
+def case_breakers(case: str) -> dict[str, BreakerState]:
+    """The case's breaker phases, moved on a board at BREAKER_CLOCK as the runtime's are."""
+    path = IN_DIR / f"{case}{BREAKERS_SUFFIX}"
+    if not path.exists():
+        return {}
+    board = BreakerBoard(clock=lambda: BREAKER_CLOCK)
+    for route_id, data in yaml.safe_load(path.read_text()).items():
+        board.move(route_id, Phase(data["phase"]), actor=Actor.OPERATOR, reason="golden", open_for=data.get("openFor"))
+    return dict(board.states())
+
+
 def translate_case(case: str) -> CaseResult:
     source = IN_DIR / f"{case}.yaml"
     routes, problems = parse_route_file(source.read_bytes(), Origin("file", source.name))
@@ -125,7 +144,8 @@ def translate_case(case: str) -> CaseResult:
     table = (
         parse_endpoints(side_file.read_bytes(), side_file.name) if side_file.exists() else StaticEndpointTable({})
     )
-    translation = RouteTranslator(case_settings(case)).translate(routes)
+    translator = RouteTranslator(case_settings(case), clock=lambda: BREAKER_CLOCK)
+    translation = translator.translate(routes, case_breakers(case))
     endpoints = EndpointTranslator().translate(translation.cluster_refs, table)
     return CaseResult(translation, tuple(endpoints))
 

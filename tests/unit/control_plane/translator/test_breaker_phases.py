@@ -1,0 +1,114 @@
+"""The translator acts on the board's phases: a move re-translates that route alone, CLOSED
+is the route's usual output, Retry-After counts to open_until, and the runtime's publisher
+rebuilds on every move (the golden case breaker_phases shows the whole output)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from control_plane.breakers.board import Actor, BreakerBoard, Phase
+from control_plane.cache.snapshot_cache import SnapshotCache
+from control_plane.model import Origin, Route, parse_route_file
+from control_plane.render import resource_data
+from control_plane.snapshots import SnapshotPublisher
+from control_plane.sources.base import RouteSet
+from control_plane.sources.static_endpoints import StaticEndpointTable
+from control_plane.translator import GatewaySettings, RouteTranslator
+from control_plane.translator.breaker_phases import retry_after_seconds
+
+ROUTES = """\
+apiVersion: gatehouse.io/v1alpha1
+kind: Route
+metadata: {name: orders, namespace: shop}
+spec:
+  match: {pathPrefix: /orders}
+  backends: [{service: orders, port: 8080}]
+  circuitBreaker: {errorRate: {windowCalls: 40, halfOpenProbes: 2}}
+---
+apiVersion: gatehouse.io/v1alpha1
+kind: Route
+metadata: {name: carts, namespace: shop}
+spec:
+  match: {pathPrefix: /carts}
+  backends: [{service: carts, port: 8080}]
+"""
+
+
+def load() -> list[Route]:
+    routes, problems = parse_route_file(ROUTES, Origin("git", "routes.yaml", revision="a" * 40))
+    assert problems == []
+    return routes
+
+
+def entries(translator: RouteTranslator, routes: list[Route], board: BreakerBoard) -> dict[str, dict[str, Any]]:
+    translation = translator.translate(routes, board.states())
+    return {e["name"]: e for e in resource_data(translation.routes[0])["virtual_hosts"][0]["routes"]}
+
+
+def test_a_move_retranslates_that_route_alone_and_closing_gives_the_usual_entry() -> None:
+    clock = [1000.0]
+    board = BreakerBoard(clock=lambda: clock[0])
+    translator = RouteTranslator(GatewaySettings(), clock=lambda: clock[0])
+    routes = load()
+    closed = entries(translator, routes, board)
+    assert translator.translated_routes == 2
+
+    board.move("shop/orders", Phase.OPEN, actor=Actor.OPERATOR, reason="t", open_for=4.2)
+    clock[0] += 1.0
+    opened = entries(translator, routes, board)
+    assert translator.translated_routes == 3, "only the moved route"
+    assert opened["shop/orders"]["direct_response"]["status"] == 503
+    assert {"key": "retry-after", "value": "4"} in [h["header"] for h in opened["shop/orders"]["response_headers_to_add"]]
+    assert opened["shop/carts"] == closed["shop/carts"]
+
+    entries(translator, routes, board)
+    assert translator.translated_routes == 3, "an unchanged OPEN state is served from the cache"
+
+    board.move("shop/orders", Phase.HALF_OPEN, actor=Actor.OPERATOR, reason="t")
+    half = entries(translator, routes, board)["shop/orders"]
+    bucket = half["typed_per_filter_config"]["envoy.filters.http.local_ratelimit"]
+    assert bucket["token_bucket"]["max_tokens"] == 2 and bucket["stat_prefix"] == "breaker_probes_2"
+    assert half["route"] == closed["shop/orders"]["route"], "the probes go to the backends"
+
+    board.move("shop/orders", Phase.CLOSED, actor=Actor.OPERATOR, reason="t")
+    assert entries(translator, routes, board) == closed
+
+
+def test_retry_after_rounds_up_and_is_at_least_one_second() -> None:
+    board = BreakerBoard(clock=lambda: 100.0)
+    state = board.move("a/b", Phase.OPEN, actor=Actor.DETECTOR, reason="t", open_for=2.01)
+    assert retry_after_seconds(state, 100.0) == 3
+    assert retry_after_seconds(state, 102.0) == 1
+    assert retry_after_seconds(state, 500.0) == 1
+
+
+async def test_the_publisher_rebuilds_on_a_board_move() -> None:
+    cache = SnapshotCache()
+    publisher = SnapshotPublisher(
+        cache, RouteTranslator(GatewaySettings()), edges={}, feedback=[], quiet=0.001, max_delay=0.01
+    )
+    board = BreakerBoard()
+    publisher.attach_breakers(board)
+    task = asyncio.create_task(publisher.run())
+    try:
+        publisher.publish_routes(RouteSet(source="git", revision="a", routes=tuple(load()), seen_at=0.0))
+        publisher.endpoint_publisher(0)(StaticEndpointTable({}), 0.0)
+        publisher.open()
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if cache.current("*") is not None:
+                break
+        first = cache.current("*")
+        assert first is not None
+        board.move("shop/orders", Phase.OPEN, actor=Actor.OPERATOR, reason="t", open_for=30)
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            current = cache.current("*")
+            if current is not None and current.version != first.version:
+                break
+        current = cache.current("*")
+        assert current is not None and current.version != first.version, "a move is pushed with no other change"
+        assert b"circuit_open" in b"".join(r.body for r in current.routes.values())
+    finally:
+        task.cancel()

@@ -60,6 +60,16 @@ def wait_phase(stack: GatewayStack, route: str, phase: str, timeout: float = 10.
     return wait_for(lambda: window(stack, route)["phase"] == phase, timeout, f"{route} {phase}")
 
 
+def wait_probes_in_envoy(stack: GatewayStack, timeout: float = 5.0) -> float:
+    """The board shows HALF_OPEN a few milliseconds before Envoy runs it: a probe sent in
+    between gets the OPEN fallback, which never counts. Wait for Envoy's route table to hold
+    the probe budget (without spending a request on finding out)."""
+    envoy = stack.envoy
+    assert envoy is not None
+    routes = "/config_dump?resource=dynamic_route_configs"
+    return wait_for(lambda: "breaker_probes_" in envoy.admin_get(routes), timeout, "the HALF_OPEN probe budget in Envoy")
+
+
 def served(stack: GatewayStack) -> int:
     with urllib.request.urlopen(f"{stack.upstreams['svc-a'].url}/admin/fail", timeout=5) as response:
         count: int = json.loads(response.read())["served"]
@@ -91,6 +101,7 @@ def test_error_rate_opens_after_minimum_calls_half_opens_and_probes_close_it(mak
         opened = time.monotonic()
         wait_phase(stack, "sixty", "half-open", timeout=6)
         assert time.monotonic() - opened >= 1.5, "waitInOpen is 2s"
+        wait_probes_in_envoy(stack)
         for i in range(3):
             stack.get(f"/sixty/probe-{i}")
         wait_phase(stack, "sixty", "closed", timeout=5)
@@ -117,6 +128,7 @@ def test_a_failing_probe_opens_again(make_stack: StackFactory, tmp_path: Path, r
             stack.get(f"/r/{i}?status=503")
         wait_phase(stack, "r", "open", timeout=5)
         wait_phase(stack, "r", "half-open", timeout=6)
+        wait_probes_in_envoy(stack)
         stack.get("/r/probe?status=503")
         wait_phase(stack, "r", "open", timeout=5)
         assert window(stack, "r")["reason"].startswith("half-open probe failed")

@@ -206,11 +206,11 @@ def upstream_failing(stack: GatewayStack, failing: bool) -> None:
 
 
 def test_the_detector_opens_on_real_telemetry_the_fallback_answers_and_probes_close_it(
-    make_stack: StackFactory, tmp_path: Path
+    make_stack: StackFactory, tmp_path: Path, refused_address: str
 ) -> None:
     from tests.integration.test_breaker_detection import breaker, route, start as start_with_telemetry, wait_phase
 
-    stack, telemetry, _ = start_with_telemetry(make_stack, tmp_path, [
+    stack, telemetry, _ = start_with_telemetry(make_stack, tmp_path, refused_address, [
         route("ok"),
         route("orders", circuitBreaker=breaker(minimumCalls=10), fallback={"response": STATIC}),
     ])

@@ -679,27 +679,27 @@ class Shield(Model):
 
 CACHE_TTL_MIN_MS = 1_000
 CACHE_TTL_MAX_MS = 86_400_000
-VARY_BY_USER_UNSUPPORTED = (
-    "varyByUser: not available yet: keying the cache by the verified user needs a Vary-keyed entry, "
-    "and Envoy 1.40's cache crashes on those (segfault, checked); only public routes are cached"
+CACHE_NEEDS_VARY_BY_USER = (
+    "cache: this route requires a token (auth.required, the default), and a cached answer could reach "
+    "another user; set cache.varyByUser: true (one entry per verified user) or auth.required: false"
 )
+VARY_BY_USER_NEEDS_AUTH = "cache.varyByUser: this route is public (auth.required: false); there is no verified user to key by"
 
 
 class Cache(Model):
     """Answers kept in each Envoy's memory and served again without calling the backend
     (Envoy's cache filter). Only GET and HEAD; the upstream's ``Cache-Control`` decides
     (``no-store`` and ``private`` are never kept, its ``max-age`` wins); ``ttl`` is the
-    freshness of an answer whose upstream sent no ``Cache-Control`` at all. Only public
-    routes (``auth.required: false``) cache: one user's answer must never reach another.
-    ``varyByUser`` (one entry per verified user) is reserved and refused for now: it needs
-    Vary-keyed entries, which crash Envoy 1.40's cache."""
+    freshness of an answer whose upstream sent no ``Cache-Control`` at all. A public route
+    has one entry per URL; a route that requires a token caches only with ``varyByUser``,
+    one entry per URL and verified user id (``x-user-id``), so one user's answer never
+    reaches another (control_plane/translator/response_cache.py says how)."""
 
     model_config = cel(
         (
             "duration(self.ttl) >= duration('1s') && duration(self.ttl) <= duration('24h')",
             "ttl must be from 1s to 24h",
         ),
-        ("!has(self.varyByUser) || !self.varyByUser", VARY_BY_USER_UNSUPPORTED),
     )
 
     ttl: Duration
@@ -709,8 +709,6 @@ class Cache(Model):
     def _ttl(self) -> Cache:
         if not CACHE_TTL_MIN_MS <= self.ttl <= CACHE_TTL_MAX_MS:
             raise ValueError(f"ttl ({human_duration_ms(self.ttl)}) must be from 1s to 24h")
-        if self.vary_by_user:
-            raise ValueError(VARY_BY_USER_UNSUPPORTED)
         return self
 
 
@@ -751,8 +749,14 @@ class RouteSpec(Model):
             "retries.idempotencyKeyHeader); this route matches none of them",
         ),
         (
-            "!has(self.cache) || (has(self.auth) && has(self.auth.required) && !self.auth.required)",
-            "cache: this route requires a token; only public routes (auth.required: false) are cached",
+            "!has(self.cache) || (has(self.auth) && has(self.auth.required) && !self.auth.required)"
+            " || (has(self.cache.varyByUser) && self.cache.varyByUser)",
+            CACHE_NEEDS_VARY_BY_USER,
+        ),
+        (
+            "!has(self.cache) || !has(self.cache.varyByUser) || !self.cache.varyByUser"
+            " || !has(self.auth) || !has(self.auth.required) || self.auth.required",
+            VARY_BY_USER_NEEDS_AUTH,
         ),
         (
             "!has(self.cache) || !has(self.match.methods) || size(self.match.methods) == 0"
@@ -836,11 +840,10 @@ class RouteSpec(Model):
 
 
     def _check_cache(self, cache: Cache) -> None:
-        if self.auth.required:
-            raise ValueError(
-                "cache: this route requires a token (auth.required, the default), and a cached answer "
-                "could reach another user; only public routes (auth.required: false) are cached"
-            )
+        if self.auth.required and not cache.vary_by_user:
+            raise ValueError(CACHE_NEEDS_VARY_BY_USER)
+        if cache.vary_by_user and not self.auth.required:
+            raise ValueError(VARY_BY_USER_NEEDS_AUTH)
         if self.match.methods and not set(self.match.methods) & set(CACHE_METHODS):
             raise ValueError(
                 f"cache: only GET and HEAD answers are cached; this route matches {', '.join(self.match.methods)}"

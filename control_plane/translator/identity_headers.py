@@ -17,6 +17,7 @@ from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.settings import GatewaySettings
 
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
+USER_ID_HEADER = IDENTITY_HEADERS[0]
 ROUTE_HEADER = "x-gatehouse-route"
 """Names the route to the HTTP authorization check (``route_identity``); a client's copy
 is removed here with the identity headers, on every route."""

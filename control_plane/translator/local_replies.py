@@ -38,6 +38,8 @@ REQUEST_ID = "%REQ(X-REQUEST-ID)%"
 BREAKER_HEADER = "x-gatehouse-breaker"
 """Marks a breaker's fallback answers (telemetry's FALLBACK_HEADER: they never count as calls)."""
 CEL_FILTER_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.filters.cel.v3.ExpressionFilter"
+USER_REQUIRED_POLICY = "cache-needs-user"
+"""The RBAC policy of a varyByUser cache's guard (response_cache), named in its 403's details."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,13 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
     # RL: the global rate limit; local_rate_limited: a route's shield (local_ratelimit sets no flag).
     GatewayError(
         "rate_limited", "Too many requests; retry later.", 429, flags=("RL",), details_prefix="local_rate_limited"
+    ),
+    # A varyByUser cache's guard (response_cache), before the access list's RBAC denial.
+    GatewayError(
+        "user_required",
+        "This route keeps answers per user, and the token names no user.",
+        403,
+        details_prefix=f"rbac_access_denied_matched_policy[{USER_REQUIRED_POLICY}]",
     ),
     GatewayError(
         "access_denied", "Requests from this address are not allowed.", 403, details_prefix="rbac_access_denied"

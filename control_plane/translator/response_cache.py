@@ -21,12 +21,23 @@ route travels in request headers, set by ``CacheRequest`` just before the cache 
 
 A client's copy of that header is removed on every route with the identity headers.
 
-Who is cached. Only public routes: a route that requires a token cannot set ``cache``
-(the schema refuses it), and Envoy's cache itself never serves, nor stores, a request
-that carries ``Authorization``. Keying entries by the verified user (``varyByUser``)
-would need Vary-keyed entries (``allowed_vary_headers``), which crash Envoy 1.40 (a
-segfault on the first such answer, checked), so no Vary is allowed: an answer whose
-upstream sends ``Vary`` is passed through, never kept.
+Who is cached. A public route: one entry per URL. A route that requires a token only
+with ``varyByUser``: one entry per URL and verified user. Envoy's cache keys an entry on
+scheme, host, path and query, and never serves nor stores a request that carries
+``Authorization``; Vary-keyed entries (``allowed_vary_headers``) crash Envoy 1.40 (a
+segfault on the first such answer, checked), so no Vary is allowed and an answer whose
+upstream sends ``Vary`` is passed through, never kept. So for ``varyByUser``, after
+ext_authz has verified the token and set ``x-user-id``, ``CacheRequest`` also:
+
+- puts the verified user id into the query as ``USER_QUERY`` (a client's copy removed
+  first), so each user's answers are their own entries;
+- removes ``Authorization`` (already verified; the upstream gets the identity headers),
+  so the cache may serve and store the request;
+
+``CacheUserGuard`` (RBAC, next) refuses such a request if it carries no ``x-user-id``
+(a token without the claim mapped to it), which would otherwise share one entry with
+every other such token: 403 ``user_required``. The cluster's upstream filter removes
+``USER_QUERY`` again, so the upstream sees the client's query unchanged.
 
 Order: after ext_authz and the rate limits (a cached answer is still counted by the
 route's limits, and a later authenticated use of the cache could not skip the check),
@@ -40,7 +51,8 @@ from typing import Any
 from control_plane.model.route import Route
 from control_plane.model.schema import REQUEST_TIMEOUT_MS
 from control_plane.translator.feature import HttpFeature
-from control_plane.translator.identity_headers import CACHE_HEADERS, ROUTE_HEADER
+from control_plane.translator.identity_headers import CACHE_HEADERS, ROUTE_HEADER, USER_ID_HEADER
+from control_plane.translator.local_replies import USER_REQUIRED_POLICY
 from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.settings import GatewaySettings
 from servicekit.durations import format_duration_ms
@@ -54,6 +66,11 @@ HEADER_MUTATION_PER_ROUTE_TYPE = (
 )
 CACHE_REQUEST_FILTER = "gatehouse.cache_request"
 CACHE_TTL_FILTER = "gatehouse.cache_ttl"
+CACHE_USER_FILTER = "gatehouse.cache_user"
+RBAC_TYPE = "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC"
+RBAC_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBACPerRoute"
+USER_QUERY = "x-gatehouse-cache-user"
+"""The query parameter keying a ``varyByUser`` entry; never reaches the upstream."""
 (TTL_HEADER,) = CACHE_HEADERS
 MAX_BODY_BYTES = 1 << 20
 """Larger answers are passed through, not kept: the cache is each Envoy's memory."""
@@ -96,15 +113,25 @@ def cache_ttl_filter() -> dict[str, Any]:
                 "response_mutations": [
                     {"append": {"header": {"key": "cache-control", "value": f"%REQ({TTL_HEADER})%"},
                                 "append_action": "ADD_IF_ABSENT"}},
-                ]
+                ],
+                "query_parameter_mutations": [{"remove": USER_QUERY}],
             },
         },
     }
 
 
 def caches(route: Route, settings: GatewaySettings) -> bool:
-    """The route's cache is on: it sets ``cache`` and is public (the schema allows no other)."""
-    return route.spec.cache is not None and route.spec.disabled is None and not route.spec.auth.required
+    """The route's cache is on: it sets ``cache`` and is public or keyed by user (the
+    schema allows no other). Without ext_authz no user is verified, so a ``varyByUser``
+    route is not cached (the translator already warns its auth is not enforced)."""
+    cache = route.spec.cache
+    if cache is None or route.spec.disabled is not None:
+        return False
+    return cache.vary_by_user and settings.ext_authz is not None if route.spec.auth.required else True
+
+
+def by_user(route: Route, settings: GatewaySettings) -> bool:
+    return caches(route, settings) and route.spec.cache is not None and route.spec.cache.vary_by_user
 
 
 def _set(name: str, value: str) -> dict[str, Any]:
@@ -118,7 +145,33 @@ def cache_request_per_route(route: Route) -> dict[str, Any]:
     # The route's request_headers_to_remove does not apply on a miss; the check's route
     # name was for ext_authz only.
     request: list[dict[str, Any]] = [{"remove": ROUTE_HEADER}, _set(TTL_HEADER, f"max-age={ttl_seconds}")]
-    return {"@type": HEADER_MUTATION_PER_ROUTE_TYPE, "mutations": {"request_mutations": request}}
+    mutations: dict[str, Any] = {"request_mutations": request}
+    if cache.vary_by_user:
+        request.append({"remove": "authorization"})
+        mutations["query_parameter_mutations"] = [
+            {"remove": USER_QUERY},
+            {"append": {"record": {"key": USER_QUERY, "value": f"%REQ({USER_ID_HEADER})%"},
+                        "action": "OVERWRITE_IF_EXISTS_OR_ADD"}},
+        ]
+    return {"@type": HEADER_MUTATION_PER_ROUTE_TYPE, "mutations": mutations}
+
+
+def cache_user_filter() -> dict[str, Any]:
+    return {"name": CACHE_USER_FILTER, "disabled": True, "typed_config": {"@type": RBAC_TYPE}}
+
+
+def cache_user_per_route() -> dict[str, Any]:
+    """Deny a request without the verified user id (see the module docstring)."""
+    absent = {"not_id": {"header": {"name": USER_ID_HEADER, "present_match": True}}}
+    return {
+        "@type": RBAC_PER_ROUTE_TYPE,
+        "rbac": {
+            "rules": {
+                "action": "DENY",
+                "policies": {USER_REQUIRED_POLICY: {"permissions": [{"any": True}], "principals": [absent]}},
+            }
+        },
+    }
 
 
 class CacheRequest(HttpFeature):
@@ -131,6 +184,18 @@ class CacheRequest(HttpFeature):
 
     def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
         return cache_request_per_route(route) if caches(route, settings) else None
+
+
+class CacheUserGuard(HttpFeature):
+    """``varyByUser`` routes only: no verified user id, no cache (403 ``user_required``)."""
+
+    name = CACHE_USER_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return cache_user_filter() if settings.ext_authz is not None else None
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        return cache_user_per_route() if by_user(route, settings) else None
 
 
 class ResponseCache(HttpFeature):

@@ -61,7 +61,8 @@ class TestIssuer:
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         )
 
-    def token(self, sub: str = "alice", *, ttl: float = 3600, kid: str | None = None, **claims: Any) -> str:
+    def token(self, sub: str | None = "alice", *, ttl: float = 3600, kid: str | None = None, **claims: Any) -> str:
+        """``sub=None``: a token without the claim."""
         now = int(time.time())
         payload: dict[str, Any] = {
             "iss": self.issuer,
@@ -73,6 +74,8 @@ class TestIssuer:
             "jti": uuid.uuid4().hex,
             **claims,
         }
+        if sub is None:
+            del payload["sub"]
         kid = kid or self.active_kid
         return jwt.encode(payload, self.keys[kid], algorithm="RS256", headers={"kid": kid})
 

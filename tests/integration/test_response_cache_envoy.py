@@ -4,8 +4,13 @@ answers, requests carrying Authorization, and routes without ``cache`` always do
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.issuer import TestIssuer
 from tests.harness.route_repo import route_doc
-from tests.integration.conftest import StackFactory
+from tests.integration.conftest import StackFactory, ext_authz_entry
 from tests.integration.test_route_shields_envoy import served
 
 PUBLIC_ROUTES = [
@@ -85,3 +90,63 @@ def test_a_cached_route_answers_a_repeated_get_from_the_cache(make_stack: StackF
     for _ in range(3):
         assert stack.get("/plain/x?cacheControl=max-age=60").status == 200
     assert served(plain) - mark == 3
+
+
+def test_vary_by_user_keeps_each_users_answers_apart(make_stack: StackFactory, tmp_path: Path) -> None:
+    """An authenticated route with ``varyByUser``: a user's repeated GET is answered from
+    the cache, another user's same GET is never answered with the first one's entry, the
+    upstream sees neither the token nor the key's query parameter, and a token without the
+    user claim is refused rather than sharing an entry."""
+    issuer = TestIssuer()
+    jwks = str(issuer.write_jwks(tmp_path / "jwks.json"))
+    authz = ExtAuthzProcess(
+        tmp_path / "authz",
+        {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks, "requiredClaims": ["exp"]}]},
+        transport="http",
+    )
+    stack = make_stack(upstreams=("svc-mine", "svc-plain"), control_plane_extra={"extAuthz": ext_authz_entry([authz])})
+    try:
+        stack.commit_routes({"r.yaml": [
+            route_doc("mine", {"match": {"pathPrefix": "/mine"}, "backends": [{"service": "svc-mine", "port": 8080}],
+                               "cache": {"ttl": "60s", "varyByUser": True}}),
+            PUBLIC_ROUTES[1],
+        ]})
+        stack.start(wait_path="/plain")
+        authz.use_control_plane(stack.control_plane.xds_port)
+        authz.start()
+        alice, bob = (f"Bearer {issuer.token(sub)}" for sub in ("alice", "bob"))
+        deadline = time.monotonic() + 20
+        while stack.get("/mine/ready", headers={"authorization": alice}).status != 200:
+            assert time.monotonic() < deadline, "the cached route never answered alice"
+            time.sleep(0.2)
+        upstream = stack.upstreams["svc-mine"]
+
+        before = served(upstream)
+        first = stack.get("/mine/profile?x=1", headers={"authorization": alice})
+        again = stack.get("/mine/profile?x=1", headers={"authorization": alice})
+        assert first.status == again.status == 200
+        assert served(upstream) - before == 1, "alice's second GET is answered from the cache"
+        assert "age" in again.headers and again.body == first.body
+        seen = first.json()
+        assert seen["headers"]["x-user-id"] == "alice"
+        assert "authorization" not in seen["headers"], "the upstream gets the identity, not the token"
+        assert seen["path"] == "/mine/profile?x=1", "the cache key's parameter never reaches the upstream"
+
+        # Bob's same GET is his own entry, answered by the upstream with his identity.
+        theirs = stack.get("/mine/profile?x=1", headers={"authorization": bob})
+        assert theirs.status == 200 and "age" not in theirs.headers
+        assert theirs.json()["headers"]["x-user-id"] == "bob"
+        assert served(upstream) - before == 2
+        # A client naming another user in the key's parameter gets its own entry: its copy
+        # is replaced by the verified id, so this is bob's cached answer, not alice's.
+        forged = stack.get("/mine/profile?x=1&x-gatehouse-cache-user=alice", headers={"authorization": bob})
+        assert forged.status == 200 and "age" in forged.headers
+        assert forged.json()["headers"]["x-user-id"] == "bob"
+        assert served(upstream) - before == 2
+        # No token: 401 before the cache; a token without `sub` (no x-user-id): 403, never a shared entry.
+        assert stack.get("/mine/profile?x=1").status == 401
+        anonymous = stack.get("/mine/profile?x=1", headers={"authorization": f"Bearer {issuer.token(sub=None)}"})
+        assert anonymous.status == 403 and anonymous.json()["error"]["code"] == "user_required"
+        assert served(upstream) - before == 2
+    finally:
+        authz.stop()

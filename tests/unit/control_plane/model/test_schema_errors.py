@@ -543,11 +543,11 @@ CASES: dict[str, tuple[str, Expected]] = {
     # --- cache --------------------------------------------------------------------------
     "cache on a token route": (
         route("  cache: {ttl: 30s}"),
-        (f"{FILE}:7: spec.cache: this route requires a token", "only public routes (auth.required: false) are cached"),
+        (f"{FILE}:7: spec.cache: this route requires a token", "set cache.varyByUser: true"),
     ),
-    "cache varyByUser": (
+    "cache varyByUser on a public route": (
         route("  auth: {required: false}", "  cache: {ttl: 30s, varyByUser: true}"),
-        (f"{FILE}:8: spec.cache.varyByUser: not available yet", "Envoy 1.40's cache crashes"),
+        "there is no verified user to key by",
     ),
     "cache ttl below 1s": (
         route("  auth: {required: false}", "  cache: {ttl: 500ms}"),

@@ -124,7 +124,8 @@ def decided_by_authz(route: Route, settings: GatewaySettings) -> bool:
 def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
     """A public route with enforced limits, over HTTP with ``publicRouteLimits``: the same
     lean call decides them, with no token (``AuthRequirements.public``). Envoy's
-    per-route failure policy is the ratelimit filter's (``PublicRouteLimits``)."""
+    per-route failure policy is the ratelimit filter's (``PublicRouteLimits``). A public
+    route with a waiting room goes the same way, limits or not."""
     authz = settings.ext_authz
     return (
         authz is not None
@@ -133,7 +134,7 @@ def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
         and settings.rate_limit is not None
         and not route.spec.auth.required
         and route.spec.disabled is None
-        and bool(route.spec.rate_limits)
+        and (bool(route.spec.rate_limits) or route.spec.waiting_room is not None)
         and _header_keys_forwarded(route, authz.forward_headers)
     )
 

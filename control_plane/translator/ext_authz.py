@@ -158,13 +158,15 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
 
 
 def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str, Any] | None:
-    """The route's ext_authz settings: off for public routes, else (gRPC) its requirements;
-    over HTTP nothing per route (the rules come over xDS)."""
+    """The route's ext_authz settings: off for public routes (but over HTTP on for a public
+    route with a waiting room), else (gRPC) its requirements; over HTTP nothing per route
+    (the rules come over xDS)."""
     auth = route.spec.auth
-    if not auth.required:
+    http = settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http"
+    if not auth.required and not (http and route.spec.waiting_room is not None):
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "disabled": True}
-    if settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http":
-        return None
+    if http:
+        return None  # a public route with a waiting room too: its policy says auth.public
     extensions = {"route": route.id}
     if auth.audiences:
         extensions["audiences"] = " ".join(auth.audiences)

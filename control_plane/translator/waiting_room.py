@@ -2,8 +2,9 @@
 
 Nothing of its own in Envoy's chain: the room travels in the route's ``RoutePolicy``
 (``waiting_room``, built here, added by ``ext_authz.http_route_policy``); a public route
-with a room gets the second ext_authz filter (``ratelimit.public_limits_by_authz``); the
-check's 429 with ``x-gatehouse-waiting-room`` becomes the client's 503 in
+with a room is checked by the first ext_authz filter, fail-closed (``extAuthz.failOpen``),
+with ``auth.public`` in its policy, not by the fail-open second one (a room that failed
+open under a crowd would admit the crowd; ``ratelimit.decided_by_authz``); the check's 429 with ``x-gatehouse-waiting-room`` becomes the client's 503 in
 ``local_replies``. A room that this gateway cannot decide (no HTTP check) quarantines the
 route: serving it without its room would let every request through.
 """
@@ -14,7 +15,6 @@ from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.model.waiting_room import WaitingRoom
 from control_plane.translator.feature import HttpFeature
-from control_plane.translator.ratelimit import decided_by_authz
 from control_plane.translator.settings import GatewaySettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
@@ -40,11 +40,6 @@ def check_enforced(route: Route, settings: GatewaySettings) -> None:
     authz = settings.ext_authz
     if authz is None or authz.protocol != "http":
         raise ValueError("waitingRoom: needs extAuthz.protocol: http (the room is decided in the HTTP check)")
-    if not decided_by_authz(route, settings):
-        raise ValueError(
-            "waitingRoom: a public route's room is decided by the second ext_authz filter; "
-            "it needs rateLimit configured and extAuthz.publicRouteLimits: true"
-        )
 
 
 class WaitingRoomFeature(HttpFeature):

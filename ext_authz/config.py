@@ -116,6 +116,12 @@ class Http(Model):
     """Waiting rooms (docs/waiting-room.md); they need ``rateLimit`` (its Redis). Without it,
     a route with a waiting room is refused (NACKed)."""
 
+    @model_validator(mode="after")
+    def _room_needs_redis(self) -> Http:
+        if self.waiting_room is not None and self.rate_limit is None:
+            raise ValueError("waitingRoom: needs rateLimit (the rooms live in its Redis)")
+        return self
+
 
 class Admin(Model):
     listen: HostPort

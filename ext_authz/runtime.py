@@ -96,8 +96,7 @@ class ExtAuthz:
             limiter = build_limiter(http.rate_limit.redis, http.rate_limit.hybrid, expected_instances=http.rate_limit.expected_instances)
         rooms = None
         if http.waiting_room is not None:
-            if limiter is None:
-                raise ValueError("http.waitingRoom: needs http.rateLimit (the queue lives in its Redis)")
+            assert limiter is not None  # the config refuses waitingRoom without rateLimit
             rooms = waiting_room_gate(limiter, self.config.resolve(http.waiting_room.ticket_key_file))
         self.routes = RouteSubscription(table, http.routes, limiter, rooms=rooms is not None)
         handler = HttpCheck(authorizer, table, limiter, service.denial_audit, spans=spans, rooms=rooms)

@@ -46,9 +46,14 @@ class TicketSigner:
         message = f"gatehouse-wr1\n{route}\n{ticket_id}".encode()
         return _b64(hmac.new(self._key, message, hashlib.sha256).digest()[:_MAC_BYTES])
 
+    @staticmethod
+    def new_id() -> str:
+        """A fresh ticket id (signed only if the client is told to wait: ``sign``)."""
+        return _b64(secrets.token_bytes(16))
+
     def issue(self, route: str) -> tuple[str, str]:
         """A fresh (ticket id, ticket) for ``route``."""
-        ticket_id = _b64(secrets.token_bytes(16))
+        ticket_id = self.new_id()
         return ticket_id, f"{ticket_id}.{self._mac(route, ticket_id)}"
 
     def sign(self, route: str, ticket_id: str) -> str:

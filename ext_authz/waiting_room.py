@@ -20,11 +20,9 @@ Redis unreachable: the room's ``onStoreFailure`` (``local``: a token bucket of
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import math
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -98,10 +96,6 @@ def _presented(headers: Mapping[str, str], cookie: str) -> str | None:
     return None
 
 
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
 def _body(code: str, message: str, request_id: str, **extra: object) -> bytes:
     return json.dumps({**extra, "error": {"code": code, "message": message, "request_id": request_id}}, separators=(",", ":")).encode()
 
@@ -136,7 +130,7 @@ class WaitingRoomGate:
             if ticket_id is None:
                 return self._refused(policy, "waiting_room_ticket_invalid", "This waiting-room ticket is not valid for this route.", request_id)
         else:
-            ticket_id = _b64(secrets.token_bytes(16))
+            ticket_id = self._signer.new_id()
         try:
             step = await self._store.step(policy.room, ticket_id, returning=ticket is not None)
         except StoreError as exc:

@@ -28,6 +28,7 @@
         redis: {url: redis://127.0.0.1:6379/0, timeout: 50ms}
         expectedInstances: 2
         hybrid: {maxBatch: 100}
+      waitingRoom: {ticketKeyFile: wr-key}   # routes' waiting rooms (docs/waiting-room.md)
     workers: 2                         # processes behind the ports; default: the CPUs it may use
 """
 
@@ -100,12 +101,26 @@ class RateLimit(Model):
     hybrid: Hybrid = Hybrid()
 
 
+class WaitingRoomKeys(Model):
+    ticket_key_file: str
+    """HMAC key of waiting-room tickets (at least 32 bytes); the same in every instance."""
+
+
 class Http(Model):
     listen: HostPort = "127.0.0.1:9196"
     routes: Policies
     """Where each route's requirements and limits come from (the control plane's ADS)."""
     rate_limit: RateLimit | None = None
     """Without it, a route whose limits are meant for this call is refused (NACKed)."""
+    waiting_room: WaitingRoomKeys | None = None
+    """Waiting rooms (docs/waiting-room.md); they need ``rateLimit`` (its Redis). Without it,
+    a route with a waiting room is refused (NACKed)."""
+
+    @model_validator(mode="after")
+    def _room_needs_redis(self) -> Http:
+        if self.waiting_room is not None and self.rate_limit is None:
+            raise ValueError("waitingRoom: needs rateLimit (the rooms live in its Redis)")
+        return self
 
 
 class Admin(Model):

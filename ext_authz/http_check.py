@@ -20,6 +20,9 @@ Order, per request:
 A public route's policy (``auth.public``, through the second, fail-open ext_authz filter)
 stops after step 1: no token is read, no identity returned, ``user`` limits never apply.
 
+A route with a waiting room meets it last, once everything else passed (``waiting_room``):
+a request it does not admit gives its limits' hits back.
+
 Answers: 200 with the identity headers (Envoy passes them upstream through
 ``allowed_upstream_headers``) and ``X-RateLimit-*`` of the binding limit (to the client
 through ``allowed_client_headers_on_success``); 401/403 with ``WWW-Authenticate`` and the
@@ -44,6 +47,8 @@ from ext_authz import metrics
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.errors import AuthzError, UnavailableError
 from ext_authz.responses import denial_parts
+from ext_authz.waiting_room import RoomPolicy, WaitingRoomGate, room_policy
+from ext_authz.waiting_room import Verdict as RoomVerdict
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, REQUEST_ID_HEADER, RESPONSE_CACHE_SIZE, USER_ID_HEADER, Authorizer
 from limiter.config import Policies
 from limiter.engine import Limiter
@@ -82,6 +87,7 @@ class RouteCheck:
     after_auth: tuple[RouteLimit, ...]
     public: bool = False
     """No token: the call decides the route's limits only (``AuthRequirements.public``)."""
+    room: RoomPolicy | None = None
 
 
 def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
@@ -98,6 +104,7 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         before_auth=tuple(limit for limit in limits if limit.key != "user"),
         after_auth=tuple(limit for limit in limits if limit.key == "user"),
         public=policy.auth.public,
+        room=room_policy(policy.route, policy.waiting_room) if policy.HasField("waiting_room") else None,
     )
 
 
@@ -116,9 +123,10 @@ class RouteSubscription:
     checks decide with. A table this process cannot honour (limits, but no
     ``http.rateLimit``; a limit the engine refuses) is NACKed and the last one kept."""
 
-    def __init__(self, table: RouteTable, policies: Policies, limiter: Limiter | None) -> None:
+    def __init__(self, table: RouteTable, policies: Policies, limiter: Limiter | None, *, rooms: bool = False) -> None:
         self._table = table
         self.limiter = limiter
+        self._rooms = rooms
         self._source = PolicySource(
             policies.xds.address, node_id=policies.xds.node_id, cluster=policies.xds.cluster, on_update=self._apply
         )
@@ -133,6 +141,12 @@ class RouteSubscription:
             limited = sorted(p.route for p in policies if p.HasField("auth") and p.limits)
             if limited:
                 raise ValueError(f"routes {', '.join(limited[:5])} have rate limits for this call, and ext_authz has no http.rateLimit")
+        if not self._rooms:
+            rooms = sorted(p.route for p in policies if p.HasField("auth") and p.HasField("waiting_room"))
+            if rooms:
+                raise ValueError(
+                    f"routes {', '.join(rooms[:5])} have a waiting room, and ext_authz has no http.waitingRoom and http.rateLimit"
+                )
         self._table.replace(policies)
 
     def start(self) -> None:
@@ -192,7 +206,9 @@ class HttpCheck:
         *,
         on_unknown_route: Callable[[str], None] | None = None,
         spans: SpanExporter | None = None,
+        rooms: WaitingRoomGate | None = None,
     ) -> None:
+        self._rooms = rooms
         self._authorizer = authorizer
         self._table = table
         self._limiter = limiter
@@ -240,9 +256,15 @@ class HttpCheck:
         if route.public:
             # No identity to send: a public route's `user` limits never apply (as with
             # ratelimit_svc, whose descriptor needs the x-user-id a token would have set).
+            extra = b""
+            if route.room is not None:
+                room = await self._room(route.room, headers, request_id, first, None)
+                if not room.admitted:
+                    return room.data
+                extra = room.data
             self._public.inc()
             limits = _header_lines(rate_limit_headers(first.binding, denied=False)) if first and first.binding else b""
-            return b"HTTP/1.1 200 OK\r\n" + limits + b"content-length: 0\r\n\r\n"
+            return b"HTTP/1.1 200 OK\r\n" + limits + extra + b"content-length: 0\r\n\r\n"
         try:
             identity, token = await self._authorizer.decide(headers, route.requirements)
         except AuthzError as exc:
@@ -255,10 +277,29 @@ class HttpCheck:
             if first is not None and self._limiter is not None:
                 await refund(self._limiter, first)
             return self._too_many(second, request_id)
+        extra = b""
+        if route.room is not None:
+            room = await self._room(route.room, headers, request_id, first, second)
+            if not room.admitted:
+                return room.data
+            extra = room.data
         self._allowed.inc()
         verdict = merge(first, second)
         limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
-        return b"HTTP/1.1 200 OK\r\n" + self._identity_lines(token.token_hash, token.issuer, identity) + limits + b"content-length: 0\r\n\r\n"
+        identity_lines = self._identity_lines(token.token_hash, token.issuer, identity)
+        return b"HTTP/1.1 200 OK\r\n" + identity_lines + limits + extra + b"content-length: 0\r\n\r\n"
+
+    async def _room(
+        self, room: RoomPolicy, headers: Mapping[str, str], request_id: str, first: Verdict | None, second: Verdict | None
+    ) -> RoomVerdict:
+        """The route's waiting room; a request it does not admit uses none of its limits."""
+        assert self._rooms is not None  # RouteSubscription refuses rooms without a gate
+        verdict = await self._rooms.check(room, headers, request_id)
+        if not verdict.admitted and self._limiter is not None:
+            for hits in (first, second):
+                if hits is not None:
+                    await refund(self._limiter, hits)
+        return verdict
 
     async def _limits(self, limits: tuple[RouteLimit, ...], headers: Mapping[str, str], user: str | None) -> Verdict | None:
         if not limits or self._limiter is None:

@@ -32,6 +32,10 @@ from ext_authz.revocation_mirror import RevocationMirror
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens import TokenVerifier
 from ext_authz.http_check import HttpCheck, RouteSubscription, RouteTable
+from ext_authz.tickets import TicketSigner, read_key
+from ext_authz.waiting_room import WaitingRoomGate
+from limiter.engine import Limiter
+from limiter.waiting_room_store import WaitingRoomStore
 from limiter.config import build_limiter
 from servicekit.admin_http import AdminServer
 from servicekit.http1_server import Http1Server
@@ -56,6 +60,11 @@ def _per_worker(resolve: Callable[[str], Path]) -> Callable[[str], Path]:
     if index is None:
         return resolve
     return lambda path: resolve(path) / f"worker-{index}"
+
+
+def waiting_room_gate(limiter: Limiter, key_file: Path) -> WaitingRoomGate:
+    """Rooms in the limiter's Redis (same pool and breaker), tickets signed with the key file's key."""
+    return WaitingRoomGate(WaitingRoomStore(limiter.redis), TicketSigner(read_key(key_file)), limiter.local)
 
 
 class ExtAuthz:
@@ -85,8 +94,12 @@ class ExtAuthz:
         limiter = None
         if http.rate_limit is not None:
             limiter = build_limiter(http.rate_limit.redis, http.rate_limit.hybrid, expected_instances=http.rate_limit.expected_instances)
-        self.routes = RouteSubscription(table, http.routes, limiter)
-        handler = HttpCheck(authorizer, table, limiter, service.denial_audit, spans=spans)
+        rooms = None
+        if http.waiting_room is not None:
+            assert limiter is not None  # the config refuses waitingRoom without rateLimit
+            rooms = waiting_room_gate(limiter, self.config.resolve(http.waiting_room.ticket_key_file))
+        self.routes = RouteSubscription(table, http.routes, limiter, rooms=rooms is not None)
+        handler = HttpCheck(authorizer, table, limiter, service.denial_audit, spans=spans, rooms=rooms)
         return Http1Server(http.listen, handler)
 
     async def run(self) -> None:

@@ -176,6 +176,26 @@ class RedisStore:
         self.breaker.success()
         return reply
 
+    async def call(self, script: AsyncScript, keys: Sequence[str], args: Sequence[int | str]) -> Any:
+        """One script that is not a rate-limit op (the waiting room's), under the same
+        breaker, connection slots and deadline; never retried (it may have run)."""
+        if not self.breaker.acquire():
+            raise CircuitOpen("circuit breaker open: Redis not asked")
+        try:
+            async with asyncio.timeout(self._deadline), self._slots:
+                if not self._ready:
+                    await self._initialize()
+                self.calls += 1
+                reply = await script(keys=keys, args=args)
+        except asyncio.CancelledError:
+            self.breaker.abandon()
+            raise
+        except Exception as exc:
+            self.breaker.failure()
+            raise convert(exc) from exc
+        self.breaker.success()
+        return reply
+
     async def _initialize(self) -> None:
         """Discover a cluster's topology once, before any command: redis-py 8.1's async
         RedisCluster, first used by many concurrent commands, tears connections from under

@@ -1,7 +1,8 @@
 """The Lua scripts, assembled from ``lua/``: ``common.lua`` + an algorithm + an operation.
 
 ``hit`` is exact mode (``refund`` un-counts a hit another limit of the request denied); ``reserve`` and ``release`` are hybrid mode, and run the same
-algorithm code on the same counter, so both modes always agree on the counts.
+algorithm code on the same counter, so both modes always agree on the counts. ``waiting_room.lua`` stands alone (a route's queue,
+``limiter/waiting_room_store.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def _read(name: str) -> str:
 def source(algorithm: Algorithm, op: Op) -> str:
     """The full text of one script, as sent to Redis."""
     return "\n".join((_read("common.lua"), _read(_ALGORITHM_FILES[algorithm]), _read(f"{op}.lua")))
+
+
+def waiting_room_source() -> str:
+    """The waiting room's one script (``waiting_room.lua``, standalone: no algorithm)."""
+    return _read("waiting_room.lua")
 
 
 def all_sources() -> dict[tuple[Algorithm, Op], str]:

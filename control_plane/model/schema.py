@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, WithJso
 from servicekit.durations import Duration, Millis, Rate, human_duration_ms
 from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
+from control_plane.model.waiting_room import WaitingRoom
 
 API_VERSION = "gatehouse.io/v1alpha1"
 KIND = "Route"
@@ -794,6 +795,8 @@ class RouteSpec(Model):
     shield: Shield | None = None
     cache: Cache | None = None
     """Per-route response cache; see ``Cache``."""
+    waiting_room: WaitingRoom | None = None
+    """Requests beyond ``admitPerSecond`` queue with a ticket (``waiting_room``)."""
     disabled: Disabled | None = None
 
     @model_validator(mode="after")

@@ -27,6 +27,7 @@ from control_plane.model.route import Route
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
 from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, public_limits_by_authz, route_policy
+from control_plane.translator.waiting_room import TICKET_CARRIERS, waiting_room_policy
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
 from servicekit.durations import format_duration_ms
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -42,8 +43,11 @@ EXT_AUTHZ_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ex
 # What the Authorization service reads; everything else stays out of the CheckRequest.
 FORWARDED_HEADERS = ("authorization", "x-request-id")
 # Over HTTP it also reads the route, the client address Envoy appended, and an API key.
-HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER)
+# The waiting room's ticket comes in its header or in a cookie (waiting_room).
+HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER, *TICKET_CARRIERS)
 RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
+# On success: the X-RateLimit-* headers, and a waiting room's spent-ticket cookie cleared.
+CLIENT_HEADERS_ON_SUCCESS = (*RATE_LIMIT_HEADERS, "set-cookie")
 CHECK_PATH_PREFIX = "/check"
 
 
@@ -89,7 +93,7 @@ def _http_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
                 "path_prefix": CHECK_PATH_PREFIX,
                 "authorization_response": {
                     "allowed_upstream_headers": _exact(IDENTITY_HEADERS),
-                    "allowed_client_headers_on_success": _exact(RATE_LIMIT_HEADERS),
+                    "allowed_client_headers_on_success": _exact(CLIENT_HEADERS_ON_SUCCESS),
                 },
             },
             "failure_mode_allow": settings.fail_open,
@@ -109,7 +113,7 @@ def public_limits_filter(settings: ExtAuthzSettings, rate_limit: RateLimitSettin
     down. It sends no identity upstream. Off in the chain; on for the routes it decides."""
     config = _http_filter(settings)["typed_config"]
     config["http_service"]["server_uri"]["timeout"] = format_duration_ms(rate_limit.timeout_ms)
-    config["http_service"]["authorization_response"] = {"allowed_client_headers_on_success": _exact(RATE_LIMIT_HEADERS)}
+    config["http_service"]["authorization_response"] = {"allowed_client_headers_on_success": _exact(CLIENT_HEADERS_ON_SUCCESS)}
     # No token is read here, so none is sent.
     config["allowed_headers"]["patterns"] = [p for p in config["allowed_headers"]["patterns"] if p["exact"] != "authorization"]
     config["failure_mode_allow"] = not rate_limit.fail_closed
@@ -140,6 +144,8 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
                 f"add {header} to extAuthz.forwardHeaders"
             )
     policy = route_policy(route) if limits else policy_pb2.RoutePolicy(route=route.id)
+    if route.spec.waiting_room is not None and route.spec.disabled is None:
+        policy.waiting_room.CopyFrom(waiting_room_policy(route.spec.waiting_room))
     auth = route.spec.auth
     policy.auth.SetInParent()
     if public:
@@ -152,13 +158,15 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
 
 
 def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str, Any] | None:
-    """The route's ext_authz settings: off for public routes, else (gRPC) its requirements;
-    over HTTP nothing per route (the rules come over xDS)."""
+    """The route's ext_authz settings: off for public routes (but over HTTP on for a public
+    route with a waiting room), else (gRPC) its requirements; over HTTP nothing per route
+    (the rules come over xDS)."""
     auth = route.spec.auth
-    if not auth.required:
+    http = settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http"
+    if not auth.required and not (http and route.spec.waiting_room is not None):
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "disabled": True}
-    if settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http":
-        return None
+    if http:
+        return None  # a public route with a waiting room too: its policy says auth.public
     extensions = {"route": route.id}
     if auth.audiences:
         extensions["audiences"] = " ".join(auth.audiences)

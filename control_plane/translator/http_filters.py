@@ -27,6 +27,7 @@ from control_plane.translator.router import Router
 from control_plane.translator.shields import AccessList, RouteShield
 from control_plane.translator.tls import Hsts
 from control_plane.translator.tracing import Tracing
+from control_plane.translator.waiting_room import WaitingRoomFeature
 
 HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # HSTS first, on a TLS listener: the last filter to see a response, so every local
@@ -54,6 +55,9 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     ExtAuthz(),
     # A public route's limits over HTTP: a second ext_authz filter, off but on that route.
     PublicRouteLimits(),
+    # Not a filter: a route's waiting room is decided in those checks; this refuses a
+    # room no check would decide, and keeps the ticket header from the upstream.
+    WaitingRoomFeature(),
     # With the access log on, the checks' latencies for its event (latency_stamps): one
     # stamp after the ext_authz filters, one after the ratelimit filter.
     AuthStamp(),

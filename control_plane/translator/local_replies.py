@@ -58,9 +58,14 @@ class GatewayError:
     filters that set no response flag (RBAC, local_ratelimit)."""
     expression: str | None = None
     """Or: match replies for which this CEL expression holds."""
+    keep_body: bool = False
+    """Rewrite the status only: the body its filter wrote stays (the waiting room's JSON)."""
 
 
 # First match wins: a reply may carry several flags (a timeout after retries: UT and URX).
+WAITING_ROOM_HEADER = "x-gatehouse-waiting-room"
+"""On the check's 429 for a waiting room (ext_authz/waiting_room.py): Envoy takes any 5xx
+from the authorization service for its failure, so the client's 503 is made here."""
 CIRCUIT_OPEN_MESSAGE = "The upstream service is failing; the gateway is not sending it requests. Retry later."
 GATEWAY_ERRORS: tuple[GatewayError, ...] = (
     # A HALF_OPEN breaker's probe budget is spent: its local_ratelimit bucket denies with
@@ -70,6 +75,14 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         CIRCUIT_OPEN_MESSAGE,
         503,
         expression=f"response.code_details.startsWith('local_rate_limited') && '{BREAKER_HEADER}' in response.headers",
+    ),
+    # The waiting room's answers (waiting, full, unavailable): 503, their own body kept.
+    GatewayError(
+        "waiting_room",
+        "",
+        503,
+        expression=f"response.code_details.startsWith('ext_authz_denied') && '{WAITING_ROOM_HEADER}' in response.headers",
+        keep_body=True,
     ),
     GatewayError("not_found", "No route matches this request.", 404, flags=("NR",)),
     GatewayError("upstream_timeout", "The upstream service did not answer in time.", 504, flags=("UT",)),
@@ -153,10 +166,9 @@ def _filter(error: GatewayError) -> dict[str, Any]:
 
 
 def mapper(error: GatewayError) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "filter": _filter(error),
-        "body_format_override": {"json_format": error_body(error), "content_type": "application/json"},
-    }
+    data: dict[str, Any] = {"filter": _filter(error)}
+    if not error.keep_body:
+        data["body_format_override"] = {"json_format": error_body(error), "content_type": "application/json"}
     if error.status is not None:
         data["status_code"] = error.status
     return data

@@ -114,17 +114,20 @@ def decided_by_authz(route: Route, settings: GatewaySettings) -> bool:
     called for it, and its policy (with ``auth``) comes from the ext_authz feature. A
     disabled route is still checked (its token, as over gRPC), with no limits: without
     its route header the check could only answer 503. A public route's limits go the same
-    way (``public_limits_by_authz``)."""
+    way (``public_limits_by_authz``). So does a public route with a waiting room, through the
+    first, fail-closed ext_authz filter: a room that failed open would admit the whole crowd
+    exactly when the check is slowest (control_plane/translator/waiting_room.py)."""
     authz = settings.ext_authz
     if authz is None or not authz.decides_limits:
         return False
-    return route.spec.auth.required or public_limits_by_authz(route, settings)
+    return route.spec.auth.required or route.spec.waiting_room is not None or public_limits_by_authz(route, settings)
 
 
 def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
     """A public route with enforced limits, over HTTP with ``publicRouteLimits``: the same
     lean call decides them, with no token (``AuthRequirements.public``). Envoy's
-    per-route failure policy is the ratelimit filter's (``PublicRouteLimits``)."""
+    per-route failure policy is the ratelimit filter's (``PublicRouteLimits``). A public
+    route with a waiting room is checked by the first filter instead (``decided_by_authz``)."""
     authz = settings.ext_authz
     return (
         authz is not None
@@ -134,6 +137,7 @@ def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
         and not route.spec.auth.required
         and route.spec.disabled is None
         and bool(route.spec.rate_limits)
+        and route.spec.waiting_room is None
         and _header_keys_forwarded(route, authz.forward_headers)
     )
 

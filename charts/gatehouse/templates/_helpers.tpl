@@ -143,6 +143,18 @@ control plane's gateway.tls names the files there, and Envoy watches this direct
 {{/* Where the sidecar's config file and admin credential are mounted. */}}
 {{- define "gatehouse.extAuthz.configDir" -}}/etc/gatehouse{{- end }}
 {{- define "gatehouse.extAuthz.credentialDir" -}}/etc/gatehouse-admin{{- end }}
+{{- define "gatehouse.extAuthz.waitingRoomDir" -}}/etc/gatehouse-waiting-room{{- end }}
+
+{{/* "true" when the sidecar serves routes' waiting rooms: the HTTP check with its rate
+limits' Redis (docs/waiting-room.md); "" otherwise. */}}
+{{- define "gatehouse.extAuthz.waitingRooms" -}}
+{{- if and .Values.extAuthz.enabled (eq .Values.extAuthz.protocol "http") .Values.rateLimit.enabled (include "gatehouse.redisUrl" .) -}}true{{- end -}}
+{{- end }}
+
+{{/* The Secret holding the waiting-room ticket key: extAuthz.waitingRoom.existingSecret, or the chart's. */}}
+{{- define "gatehouse.extAuthz.waitingRoomSecretName" -}}
+{{- default (include "gatehouse.componentName" (dict "ctx" . "component" "ext-authz-waiting-room")) .Values.extAuthz.waitingRoom.existingSecret }}
+{{- end }}
 
 {{/* The Secret holding the admin credential: extAuthz.admin.existingSecret, or the chart's. */}}
 {{- define "gatehouse.extAuthz.adminSecretName" -}}

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from control_plane.config import ControlPlaneConfig, Gateway
 from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import GatewaySettings, RouteTranslator
-from control_plane.translator.local_replies import GATEWAY_ERRORS, REQUEST_ID
+from control_plane.translator.local_replies import GATEWAY_ERRORS, REQUEST_ID, WAITING_ROOM_HEADER
 from control_plane.translator.request_limits import BODY_SIZE_LIMIT_FILTER, BODY_SIZE_LIMIT_TYPE
 from control_plane.translator.response_headers import RESPONSE_HEADERS_FILTER
 from tests.unit.control_plane.translator import envoy_data
@@ -82,6 +82,9 @@ def test_every_gateway_error_has_one_json_body_with_the_request_id() -> None:
     found = mappers()
     assert len(found) == len(GATEWAY_ERRORS)
     for mapper, error in zip(found, GATEWAY_ERRORS, strict=True):
+        if error.keep_body:  # the waiting room writes its own JSON body (with the request id)
+            assert "body_format_override" not in mapper and mapper["status_code"] == 503
+            continue
         body = mapper["body_format_override"]
         assert body["content_type"] == "application/json"
         assert body["json_format"] == {"error": {"code": error.code, "message": error.message, "request_id": REQUEST_ID}}
@@ -101,8 +104,16 @@ def parts(mapper: dict[str, Any]) -> list[dict[str, Any]]:
 def test_no_mapper_matches_a_status_ext_authz_answers_with() -> None:
     """ext_authz denials are local replies with their own JSON body: mappers match on Envoy's
     response flags, on statuses ext_authz never uses, or on response code details that are
-    not ext_authz's."""
+    not ext_authz's. The one exception, the waiting room's, keeps that body and matches only
+    denials carrying its marker header."""
     for mapper in mappers():
+        if "body_format_override" not in mapper:
+            [one] = parts(mapper)
+            expression = one["extension_filter"]["typed_config"]["expression"]
+            assert expression == (
+                f"response.code_details.startsWith('ext_authz_denied') && '{WAITING_ROOM_HEADER}' in response.headers"
+            )
+            continue
         for one in parts(mapper):
             assert set(one) <= {"response_flag_filter", "status_code_filter", "extension_filter"}, one
             if "status_code_filter" in one:
@@ -150,7 +161,7 @@ def test_filters_without_a_flag_match_on_their_details(details: str, status: int
 
 def test_a_timeout_after_retries_is_a_timeout() -> None:
     """First match wins; a timed-out retried request carries UT and URX."""
-    order = [m["body_format_override"]["json_format"]["error"]["code"] for m in mappers()]
+    order = [m["body_format_override"]["json_format"]["error"]["code"] for m in mappers() if "body_format_override" in m]
     assert order.index("upstream_timeout") < order.index("upstream_unavailable")
 
 

@@ -8,14 +8,28 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RoutePolicy(_message.Message):
-    __slots__ = ("route", "limits", "auth")
+    __slots__ = ("route", "limits", "auth", "waiting_room")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     AUTH_FIELD_NUMBER: _ClassVar[int]
+    WAITING_ROOM_FIELD_NUMBER: _ClassVar[int]
     route: str
     limits: _containers.RepeatedCompositeFieldContainer[Limit]
     auth: AuthRequirements
-    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ...) -> None: ...
+    waiting_room: WaitingRoom
+    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ..., waiting_room: _Optional[_Union[WaitingRoom, _Mapping]] = ...) -> None: ...
+
+class WaitingRoom(_message.Message):
+    __slots__ = ("admit_per_second", "max_waiting", "ticket_ttl_ms", "on_store_failure")
+    ADMIT_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    MAX_WAITING_FIELD_NUMBER: _ClassVar[int]
+    TICKET_TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    ON_STORE_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    admit_per_second: int
+    max_waiting: int
+    ticket_ttl_ms: int
+    on_store_failure: str
+    def __init__(self, admit_per_second: _Optional[int] = ..., max_waiting: _Optional[int] = ..., ticket_ttl_ms: _Optional[int] = ..., on_store_failure: _Optional[str] = ...) -> None: ...
 
 class AuthRequirements(_message.Message):
     __slots__ = ("audiences", "scopes", "roles", "public")

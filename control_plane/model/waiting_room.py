@@ -1,0 +1,54 @@
+"""A route's waiting room: requests beyond ``admitPerSecond`` queue, in arrival order,
+with a signed ticket, instead of being refused (docs/waiting-room.md).
+
+Pure model: the queue itself lives in Redis (``limiter/lua/waiting_room.lua``), the
+decision in ext_authz's HTTP check (``ext_authz/waiting_room.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from servicekit.durations import Duration, Millis, human_duration_ms
+from servicekit.model import Model
+
+MAX_ADMIT_PER_SECOND = 100_000
+MAX_WAITING = 1_000_000
+TICKET_TTL_MIN_MS = 5_000
+"""A client told to retry in 1 s must have a few seconds to come back."""
+TICKET_TTL_MAX_MS = 3_600_000
+DEFAULT_TICKET_TTL_MS = 60_000
+
+
+class WaitingRoom(Model):
+    """``admitPerSecond`` requests a second pass; the excess waits in a queue of at most
+    ``maxWaiting`` tickets, each kept while its client comes back within ``ticketTtl``.
+    ``onStoreFailure`` is what happens while Redis cannot answer: ``local`` admits
+    ``admitPerSecond ÷ expected instances`` per instance (no queue), ``open`` admits
+    everyone, ``closed`` answers 503."""
+
+    # The CRD's CEL form of the ticketTtl bound (as schema.cel writes it; schema imports this module).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.ticketTtl) || (duration(self.ticketTtl) >= duration('5s')"
+                    " && duration(self.ticketTtl) <= duration('1h'))",
+                    "message": "ticketTtl must be from 5s to 1h",
+                }
+            ]
+        }
+    )
+
+    admit_per_second: Annotated[int, Field(ge=1, le=MAX_ADMIT_PER_SECOND)]
+    max_waiting: Annotated[int, Field(ge=1, le=MAX_WAITING)]
+    ticket_ttl: Duration = Millis(DEFAULT_TICKET_TTL_MS)
+    on_store_failure: Literal["local", "open", "closed"] = "local"
+
+    @model_validator(mode="after")
+    def _ttl(self) -> WaitingRoom:
+        if not TICKET_TTL_MIN_MS <= self.ticket_ttl <= TICKET_TTL_MAX_MS:
+            raise ValueError(f"ticketTtl ({human_duration_ms(self.ticket_ttl)}) must be from 5s to 1h")
+        return self

@@ -1,0 +1,147 @@
+"""The waiting room in the HTTP check, in process, against a real redis-server.
+
+The handler ``Http1Server`` calls, a real Limiter's Redis, the real Lua step: a crowd
+beyond ``admitPerSecond`` gets tickets with positions in arrival order, the room refuses
+past ``maxWaiting``, a ticket is bound to its route and admits one request, and a Redis
+outage follows ``onStoreFailure``. Through Envoy (the 503 the client sees, two instances):
+test_waiting_room_envoy.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+
+from ext_authz.denial_audit import DenialAudit
+from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteSubscription, RouteTable
+from ext_authz.jwks import IssuerKeys
+from ext_authz.service import Authorizer
+from ext_authz.tickets import TicketSigner
+from ext_authz.tokens import TokenVerifier
+from ext_authz.waiting_room import MARKER_HEADER, TICKET_HEADER, WaitingRoomGate, cookie_name
+from limiter import Limiter
+from limiter.config import Policies
+from limiter.waiting_room_store import WaitingRoomStore
+from servicekit.audit import MemoryAuditSink
+from servicekit.http1_server import Request
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from tests.harness.redis import RedisServer
+from tests.integration.test_http_check_limits import parse
+from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, issuer, rsa_key
+
+pytestmark = pytest.mark.redis
+
+ROUTE = "shop/launch"
+KEY = b"k" * 32
+
+
+def room_policy(route: str = ROUTE, *, rate: int = 5, max_waiting: int = 100, on_failure: str = "local") -> policy_pb2.RoutePolicy:
+    policy = policy_pb2.RoutePolicy(route=route)
+    policy.auth.public = True
+    policy.waiting_room.CopyFrom(
+        policy_pb2.WaitingRoom(admit_per_second=rate, max_waiting=max_waiting, ticket_ttl_ms=30_000, on_store_failure=on_failure)
+    )
+    return policy
+
+
+class Room:
+    def __init__(self, check: HttpCheck, table: RouteTable, redis: RedisServer) -> None:
+        self.check, self.table, self.redis = check, table, redis
+
+    async def ask(self, ticket: str | None = None, *, route: str = ROUTE, cookie: bool = False) -> tuple[int, dict[str, str], dict[str, object]]:
+        headers = {"x-request-id": "req-1", "x-forwarded-for": "203.0.113.9", ROUTE_HEADER: route}
+        if ticket is not None:
+            if cookie:
+                headers["cookie"] = f"session=abc; {cookie_name(route)}={ticket}"
+            else:
+                headers[TICKET_HEADER] = ticket
+        status, found, body = parse(await self.check(Request("GET", "/launch", headers)))
+        return status, found, (json.loads(body) if body else {})
+
+
+@pytest.fixture
+async def room(redis: RedisServer) -> AsyncIterator[Room]:
+    clock = FakeClock(NOW)
+    config = issuer()
+    keys = IssuerKeys(config, FakeSource(rsa_key().jwk()), clock=FakeClock(100.0))
+    await keys.refresh()
+    authorizer = Authorizer(TokenVerifier([keys], cache_size=100, max_token_bytes=8192, clock=clock), {ISSUER: config}, None, clock=clock)
+    limiter = Limiter(url=redis.url, timeout=0.5)
+    gate = WaitingRoomGate(WaitingRoomStore(limiter.redis), TicketSigner(KEY), limiter.local)
+    table = RouteTable()
+    yield Room(HttpCheck(authorizer, table, limiter, DenialAudit(MemoryAuditSink()), rooms=gate), table, redis)
+    await limiter.close()
+
+
+async def test_a_crowd_gets_tickets_in_arrival_order_and_its_turns_come_at_the_rate(room: Room) -> None:
+    room.table.replace([room_policy(rate=5)])
+    answers = [await room.ask() for _ in range(12)]
+    assert [a[0] for a in answers[:5]] == [200] * 5, "an empty room admits up to one second's worth at once"
+    waiting = answers[5:]
+    assert [a[2]["position"] for a in waiting] == [1, 2, 3, 4, 5, 6, 7]
+    for status, headers, body in waiting:
+        assert status == 429 and headers[MARKER_HEADER] == "waiting", "Envoy's mapper makes this the client's 503"
+        assert headers["retry-after"] == str(body["retryAfter"]) and body["retryAfter"] >= 1
+        assert body["error"] == {"code": "waiting_room", "message": "You are in the waiting room; retry with your ticket.", "request_id": "req-1"}
+        assert headers["set-cookie"].startswith(f"{cookie_name(ROUTE)}={headers[TICKET_HEADER]};")
+    assert waiting[-1][2]["estimatedWaitSeconds"] == 1.4 and waiting[-1][2]["retryAfter"] == 2
+    # Later arrivals queue behind the tickets even when a turn is free.
+    status, _, body = await room.ask()
+    assert status == 429 and body["position"] == 8
+
+
+async def test_a_ticket_admits_once_and_only_on_its_route(room: Room) -> None:
+    room.table.replace([room_policy(rate=1), room_policy("shop/other", rate=1)])
+    assert (await room.ask())[0] == 200
+    status, headers, body = await room.ask()
+    assert status == 429 and body["position"] == 1
+    ticket = headers[TICKET_HEADER]
+    forged = ticket[:-2] + ("AA" if not ticket.endswith("AA") else "BB")
+    for bad in (forged, "1", ticket + "x"):
+        status, headers, body = await room.ask(bad)
+        assert (status, body["error"]["code"]) == (403, "waiting_room_ticket_invalid")  # type: ignore[index]
+        assert headers["set-cookie"].startswith(f"{cookie_name(ROUTE)}=; Max-Age=0")
+    status, _, body = await room.ask(ticket, route="shop/other")
+    assert (status, body["error"]["code"]) == (403, "waiting_room_ticket_invalid"), "bound to its route"  # type: ignore[index]
+    # Its turn comes within a second (one turn a second); by cookie this time.
+    for _ in range(40):
+        status, headers, _ = await room.ask(ticket, cookie=True)
+        if status == 200:
+            break
+        await asyncio.sleep(0.05)
+    assert status == 200 and headers["set-cookie"].startswith(f"{cookie_name(ROUTE)}=; Max-Age=0"), "the spent ticket's cookie is cleared"
+    status, _, body = await room.ask(ticket)
+    assert (status, body["error"]["code"]) == (403, "waiting_room_ticket_used")  # type: ignore[index]
+
+
+async def test_max_waiting_bounds_the_room(room: Room) -> None:
+    room.table.replace([room_policy(rate=1, max_waiting=2)])
+    statuses = [(await room.ask())[0] for _ in range(3)]
+    assert statuses == [200, 429, 429]
+    status, headers, body = await room.ask()
+    assert (status, headers[MARKER_HEADER], body["error"]["code"]) == (429, "full", "waiting_room_full")  # type: ignore[index]
+    assert int(headers["retry-after"]) >= 1 and TICKET_HEADER not in headers
+
+
+@pytest.mark.parametrize(("on_failure", "expected"), [("open", [200, 200, 200]), ("closed", [429, 429, 429]), ("local", [200, 200, 429])])
+async def test_a_redis_outage_follows_on_store_failure(room: Room, on_failure: str, expected: list[int]) -> None:
+    room.table.replace([room_policy(rate=2, on_failure=on_failure)])
+    assert (await room.ask())[0] == 200
+    room.redis.stop()
+    answers = [await room.ask() for _ in range(3)]
+    assert [a[0] for a in answers] == expected
+    for status, headers, body in answers:
+        if status == 429:
+            code = "waiting_room_unavailable" if on_failure == "closed" else "waiting_room"
+            assert body["error"]["code"] == code and headers["retry-after"] == "1" and TICKET_HEADER not in headers  # type: ignore[index]
+
+
+def test_a_room_without_a_gate_is_refused_whole() -> None:
+    table = RouteTable()
+    subscription = RouteSubscription(table, Policies.model_validate({"xds": {"address": "127.0.0.1:1"}}), None)
+    with pytest.raises(ValueError, match="shop/launch have a waiting room, and ext_authz has no http.waitingRoom"):
+        subscription._apply([room_policy()])
+    assert table.routes == {}

@@ -20,6 +20,9 @@ Order, per request:
 A public route's policy (``auth.public``, through the second, fail-open ext_authz filter)
 stops after step 1: no token is read, no identity returned, ``user`` limits never apply.
 
+A route with ``api_keys`` takes an API key in place of the token in step 2 (``api_keys``):
+its consumer is the identity (``x-user-id``, ``x-consumer``) step 3 counts by.
+
 A route with a waiting room meets it last, once everything else passed (``waiting_room``):
 a request it does not admit gives its limits' hits back.
 
@@ -39,11 +42,13 @@ import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ext_authz import metrics
+from ext_authz.api_keys import ApiKeyCheck, KeyRule, denial_for, key_rule, refuse_without_store
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.errors import AuthzError, UnavailableError
 from ext_authz.responses import denial_parts
@@ -88,6 +93,8 @@ class RouteCheck:
     public: bool = False
     """No token: the call decides the route's limits only (``AuthRequirements.public``)."""
     room: RoomPolicy | None = None
+    keys: KeyRule | None = None
+    """API keys too, or only (``AuthRequirements.api_keys``; ``api_keys``)."""
 
 
 def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
@@ -105,6 +112,7 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         after_auth=tuple(limit for limit in limits if limit.key == "user"),
         public=policy.auth.public,
         room=room_policy(policy.route, policy.waiting_room) if policy.HasField("waiting_room") else None,
+        keys=key_rule(policy.auth),
     )
 
 
@@ -123,10 +131,13 @@ class RouteSubscription:
     checks decide with. A table this process cannot honour (limits, but no
     ``http.rateLimit``; a limit the engine refuses) is NACKed and the last one kept."""
 
-    def __init__(self, table: RouteTable, policies: Policies, limiter: Limiter | None, *, rooms: bool = False) -> None:
+    def __init__(
+        self, table: RouteTable, policies: Policies, limiter: Limiter | None, *, rooms: bool = False, keys: bool = False
+    ) -> None:
         self._table = table
         self.limiter = limiter
         self._rooms = rooms
+        self._keys = keys
         self._source = PolicySource(
             policies.xds.address, node_id=policies.xds.node_id, cluster=policies.xds.cluster, on_update=self._apply
         )
@@ -147,6 +158,8 @@ class RouteSubscription:
                 raise ValueError(
                     f"routes {', '.join(rooms[:5])} have a waiting room, and ext_authz has no http.waitingRoom and http.rateLimit"
                 )
+        if not self._keys:
+            refuse_without_store(policies)
         self._table.replace(policies)
 
     def start(self) -> None:
@@ -207,8 +220,10 @@ class HttpCheck:
         on_unknown_route: Callable[[str], None] | None = None,
         spans: SpanExporter | None = None,
         rooms: WaitingRoomGate | None = None,
+        keys: ApiKeyCheck | None = None,
     ) -> None:
         self._rooms = rooms
+        self._keys = keys
         self._authorizer = authorizer
         self._table = table
         self._limiter = limiter
@@ -266,11 +281,11 @@ class HttpCheck:
             limits = _header_lines(rate_limit_headers(first.binding, denied=False)) if first and first.binding else b""
             return b"HTTP/1.1 200 OK\r\n" + limits + extra + b"content-length: 0\r\n\r\n"
         try:
-            identity, token = await self._authorizer.decide(headers, route.requirements)
+            identity, token = await self._decide(route, headers)
         except AuthzError as exc:
             metrics.DECISIONS.labels("deny", exc.reason).inc()
             self._audit.denied(exc, route.route, request_id)
-            status, lines, body = denial_parts(exc, request_id)
+            status, lines, body = denial_for(route.keys, exc, request_id) if route.keys else denial_parts(exc, request_id)
             return response(status, lines, body)
         second = await self._limits(route.after_auth, headers, identity.get(USER_ID_HEADER))
         if second is not None and second.denied:
@@ -288,6 +303,14 @@ class HttpCheck:
         limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
         identity_lines = self._identity_lines(token.token_hash, token.issuer, identity)
         return b"HTTP/1.1 200 OK\r\n" + identity_lines + limits + extra + b"content-length: 0\r\n\r\n"
+
+    async def _decide(self, route: RouteCheck, headers: Mapping[str, str]) -> tuple[dict[str, str], Any]:
+        """An API key where the route takes one and the request sends one (or the route
+        takes nothing else: ``api_keys``), else the token."""
+        if route.keys is not None and ApiKeyCheck.applies(route.keys, headers):
+            assert self._keys is not None  # RouteSubscription refuses keys without a store
+            return self._keys.decide(route.keys, headers, time.time())
+        return await self._authorizer.decide(headers, route.requirements)
 
     async def _room(
         self, room: RoomPolicy, headers: Mapping[str, str], request_id: str, first: Verdict | None, second: Verdict | None

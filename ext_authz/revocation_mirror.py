@@ -31,7 +31,7 @@ from ext_authz.admin_input import validate_expiry, validate_identifier
 from ext_authz.config import Revocation
 from ext_authz.errors import ForbiddenError, RevokedError, StoreUnavailable, UnavailableError
 from ext_authz.revocation_policy import MirrorState, Policy, State
-from ext_authz.revocation_set import Change, Entry, Kind, RevocationSet, Verdict
+from ext_authz.revocation_set import ApiKey, Change, Entry, Kind, RevocationSet, Verdict
 from ext_authz.revocation_store import PONG, RedisRevocationStore, RevocationStore, Subscription
 
 __all__ = ["MirrorStats", "RevocationMirror"]
@@ -52,6 +52,7 @@ class MirrorStats:
     resync_failures: int
     repairs: int
     reconnects: int
+    api_keys: int = 0
 
 
 class RevocationMirror:
@@ -143,6 +144,13 @@ class RevocationMirror:
             raise ForbiddenError("blocked", "the account is blocked")
         raise UnavailableError("revocation_unavailable", "revocation data is temporarily unavailable")
 
+    def api_key(self, key_hash: bytes, now: float) -> ApiKey | None:
+        """The API key with this sha256, or None; UnavailableError (503) when the mirror may
+        not decide (``revocation.onUnavailable``, as for revocations). Synchronous, no I/O."""
+        if not self._state.usable(now):
+            raise UnavailableError("revocation_unavailable", "the API key store is temporarily unavailable")
+        return self._state.entries.api_key(key_hash)
+
     # ---- status --------------------------------------------------------------------
 
     @property
@@ -176,6 +184,7 @@ class RevocationMirror:
             resync_failures=self._resync_failures,
             repairs=self._repairs,
             reconnects=self._reconnects,
+            api_keys=len(self._state.entries.api_keys),
         )
 
     async def wait_ready(self, timeout: float) -> bool:
@@ -237,8 +246,14 @@ class RevocationMirror:
         return existed
 
     async def list(self, kind: Kind | None = None, limit: int | None = None) -> Sequence[Entry]:
-        """What Redis holds now (authoritative, not this mirror); raises StoreUnavailable."""
-        return await self._store.scan(kind, limit)
+        """What Redis holds now (authoritative, not this mirror); raises StoreUnavailable.
+        No kind: revocations and blocks (API keys are listed by ``gatehouse apikey list``)."""
+        if kind is not None:
+            return await self._store.scan(kind, limit)
+        entries = await self._store.scan("jti", limit)
+        if limit is None or len(entries) < limit:
+            entries += await self._store.scan("sub", None if limit is None else limit - len(entries))
+        return entries
 
     # ---- the sync machinery --------------------------------------------------------
 
@@ -298,7 +313,7 @@ class RevocationMirror:
             metrics.REVOCATION_REPAIRS.inc(repaired)
             log.info("revocation_resync_repaired", entries=repaired)
         if self._state.mark_synced(started):
-            log.info("revocation_in_sync", revoked=len(fresh.revoked), blocked=len(fresh.blocked))
+            log.info("revocation_in_sync", revoked=len(fresh.revoked), blocked=len(fresh.blocked), api_keys=len(fresh.api_keys))
         self._failing = False
         self._ready.set()
         self._publish_state()
@@ -349,6 +364,7 @@ class RevocationMirror:
             metrics.REVOCATION_STATE.labels(name).set(1 if state.state == name else 0)
         metrics.REVOCATION_ENTRIES.labels("jti").set(len(state.entries.revoked))
         metrics.REVOCATION_ENTRIES.labels("sub").set(len(state.entries.blocked))
+        metrics.REVOCATION_ENTRIES.labels("key").set(len(state.entries.api_keys))
         lag = state.lag(self._clock())
         metrics.REVOCATION_LAG.set(lag if lag is not None else math.nan)
 

@@ -59,16 +59,19 @@ class MirrorState:
 
     def check(self, jti: str | None, subject: str, now: float) -> Verdict:
         known = self.entries.lookup(jti, subject, now)
+        return known if self.usable(now) else Verdict.UNAVAILABLE
+
+    def usable(self, now: float) -> bool:
+        """Whether what the mirror holds may decide now (else ``UNAVAILABLE``): the same
+        rule for revocations and for API keys."""
         synced_at = self.synced_at
         if synced_at is None:
-            return known if self.policy == "open" else Verdict.UNAVAILABLE
+            return self.policy == "open"
         if self.state == "in_sync" and now - synced_at <= self.stale_after:
-            return known
+            return True
         if self.policy == "open":
-            return known
-        if self.policy == "lastKnown" and now - synced_at <= self.last_known_for:
-            return known
-        return Verdict.UNAVAILABLE
+            return True
+        return self.policy == "lastKnown" and now - synced_at <= self.last_known_for
 
     def fresh(self, now: float) -> bool:
         return self.state == "in_sync" and self.synced_at is not None and now - self.synced_at <= self.stale_after

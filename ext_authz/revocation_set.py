@@ -1,6 +1,10 @@
 """Revoked jtis and blocked subjects: the values (``Entry``, ``Change``) and the pure set
 that holds them (``RevocationSet``). No I/O, no clock: every call takes ``now``.
 
+The same set holds the API keys (``ApiKey``, by the sha256 of the key): they travel the
+same channel and resync as revocations, so a revoked key is gone from every instance as
+fast as a revoked jti (``ext_authz/api_keys.py``).
+
 A revoked jti counts until ``exp + grace`` (``grace`` must cover the largest issuer
 leeway, since a token is accepted until ``exp + leeway``); the Redis key expires then
 too. A block counts until ``until`` or forever.
@@ -13,12 +17,23 @@ import heapq
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["Change", "Entry", "Kind", "RevocationSet", "Verdict"]
+__all__ = ["ApiKey", "Change", "Entry", "Kind", "RevocationSet", "Verdict"]
 
-Kind = Literal["jti", "sub"]
-"""``jti``: a revoked token id; ``sub``: a blocked subject."""
+Kind = Literal["jti", "sub", "key"]
+"""``jti``: a revoked token id; ``sub``: a blocked subject; ``key``: an API key (by its id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """One API key as stored: never the key, only its sha256 (``key_hash``)."""
+
+    key_id: str
+    """The key's non-secret id (also in the key's visible prefix)."""
+    consumer: str
+    key_hash: bytes
+    created: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,13 +46,16 @@ class Entry:
     kind: Kind
     value: str
     expires_at: float | None
+    api_key: ApiKey | None = None
+    """For ``key`` entries (``value`` is then the key id)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One pub/sub message: ``revoke`` and ``block`` add ``entry``, ``unblock`` removes it."""
+    """One pub/sub message: ``revoke``, ``block`` and ``key`` add ``entry``, ``unblock``
+    and ``unkey`` remove it."""
 
-    op: Literal["revoke", "block", "unblock"]
+    op: Literal["revoke", "block", "unblock", "key", "unkey"]
     entry: Entry
 
 
@@ -61,6 +79,8 @@ class RevocationSet:
         """jti → token exp; counts until exp + grace."""
         self.blocked: dict[str, float] = {}
         """subject → until; math.inf for a permanent block."""
+        self.api_keys: dict[bytes, ApiKey] = {}
+        """sha256 of the key → the key's record: a lookup by hash, never a comparison of keys."""
         self._heap: list[tuple[float, Kind, str]] = []
 
     def lookup(self, jti: str | None, subject: str, now: float) -> Verdict:
@@ -73,9 +93,17 @@ class RevocationSet:
             return Verdict.BLOCKED
         return Verdict.OK
 
+    def api_key(self, key_hash: bytes) -> ApiKey | None:
+        return self.api_keys.get(key_hash)
+
     def apply(self, change: Change) -> None:
         entry = change.entry
-        if change.op == "unblock":
+        if entry.api_key is not None:
+            if change.op == "key":
+                self.api_keys[entry.api_key.key_hash] = entry.api_key
+            else:
+                self.api_keys.pop(entry.api_key.key_hash, None)
+        elif change.op == "unblock":
             self.blocked.pop(entry.value, None)
         elif change.op == "revoke":
             assert entry.expires_at is not None
@@ -90,7 +118,9 @@ class RevocationSet:
     def add(self, entries: Iterable[Entry], now: float) -> None:
         """Add stored entries (a scan's result), skipping those already lapsed."""
         for entry in entries:
-            if entry.kind == "jti":
+            if entry.api_key is not None:
+                self.apply(Change("key", entry))
+            elif entry.kind == "jti":
                 assert entry.expires_at is not None
                 if now < entry.expires_at + self.grace:
                     self.apply(Change("revoke", entry))
@@ -117,10 +147,13 @@ class RevocationSet:
 
     def differences(self, other: RevocationSet) -> int:
         """How many entries differ between two sets (0 when equal)."""
-        if self.revoked == other.revoked and self.blocked == other.blocked:
+        if self.revoked == other.revoked and self.blocked == other.blocked and self.api_keys == other.api_keys:
             return 0
         count = 0
-        for mine, theirs in ((self.revoked, other.revoked), (self.blocked, other.blocked)):
+        pairs: tuple[tuple[dict[Any, Any], dict[Any, Any]], ...] = (
+            (self.revoked, other.revoked), (self.blocked, other.blocked), (self.api_keys, other.api_keys)
+        )
+        for mine, theirs in pairs:
             count += sum(1 for k, v in mine.items() if theirs.get(k) != v)
             count += sum(1 for k in theirs if k not in mine)
         return count
@@ -128,4 +161,5 @@ class RevocationSet:
     def entries(self) -> list[Entry]:
         out = [Entry("jti", jti, exp) for jti, exp in self.revoked.items()]
         out += [Entry("sub", sub, None if until == math.inf else until) for sub, until in self.blocked.items()]
+        out += [Entry("key", key.key_id, None, key) for key in self.api_keys.values()]
         return out

@@ -4,10 +4,14 @@ Layout (``prefix`` is ``revocation.keyPrefix``, default ``gatehouse:``)::
 
     {prefix}revoked:jti:<jti>     value {"exp": <token exp>}       expires at exp + grace (PXAT)
     {prefix}blocked:sub:<sub>     value {"until": <unix s>|null}   expires at until; null: no TTL
+    {prefix}apikey:<key id>       value {"hash": "<sha256 hex>", "consumer": "...", "created": <unix s>}
+                                  no TTL; never the key itself (``ext_authz/api_keys.py``)
     {prefix}revocations           pub/sub channel, one small JSON message per write:
         {"op": "revoke", "jti": "...", "exp": 1700000000}
         {"op": "block", "sub": "...", "until": 1700000000}     (until null: permanent)
         {"op": "unblock", "sub": "..."}
+        {"op": "key", "id": "...", "hash": "...", "consumer": "...", "created": 1700000000}
+        {"op": "unkey", "id": "...", "hash": "...", "consumer": "...", "created": 1700000000}
 
 Every write is one MULTI/EXEC transaction: the SET (or DEL) and its PUBLISH. Every Redis
 call is bounded by ``timeout``; failures of any kind surface as ``StoreUnavailable``
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Literal, Protocol
@@ -34,11 +39,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ext_authz.error_mapping import REDIS_ERRORS, redis_errors
-from ext_authz.revocation_set import Change, Entry, Kind
+from ext_authz.revocation_set import ApiKey, Change, Entry, Kind
 
 log = structlog.get_logger(component="revocation")
 
 _SCAN_BATCH = 500
+CONSUMER = re.compile(r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?")
+"""A consumer's name, as ``control_plane/model/api_keys.py`` defines it (a test keeps them equal)."""
 
 
 PONG: Final = "pong"
@@ -67,6 +74,11 @@ class RevocationStore(Protocol):
     async def unblock(self, subject: str) -> bool:
         """True if a block existed."""
 
+    async def add_key(self, key: ApiKey) -> None: ...
+
+    async def remove_key(self, key_id: str) -> ApiKey | None:
+        """The key removed; None if there was none with that id."""
+
     async def close(self) -> None: ...
 
 
@@ -77,19 +89,38 @@ class Keys:
         self.prefix = prefix
         self.revoked = f"{prefix}revoked:jti:"
         self.blocked = f"{prefix}blocked:sub:"
+        self.api_keys = f"{prefix}apikey:"
         self.channel = f"{prefix}revocations"
+        self._bases: dict[Kind, str] = {"jti": self.revoked, "sub": self.blocked, "key": self.api_keys}
 
     def key(self, kind: Kind, value: str) -> str:
-        return (self.revoked if kind == "jti" else self.blocked) + value
+        return self._bases[kind] + value
 
     def pattern(self, kind: Kind) -> str:
         """A SCAN MATCH pattern; glob characters in the prefix are escaped."""
-        base = self.revoked if kind == "jti" else self.blocked
+        base = self._bases[kind]
         return "".join("\\" + c if c in "*?[]\\" else c for c in base) + "*"
+
+
+def encode_key(key: ApiKey) -> dict[str, Any]:
+    return {"id": key.key_id, "hash": key.key_hash.hex(), "consumer": key.consumer, "created": key.created}
+
+
+def decode_key(data: dict[str, Any], key_id: str | None = None) -> ApiKey:
+    """An ``ApiKey`` from its stored value or message; ValueError if malformed."""
+    key_hash = bytes.fromhex(_text(data, "hash"))
+    if len(key_hash) != 32:
+        raise ValueError("hash must be a sha256 in hex")
+    consumer = _text(data, "consumer")
+    if not CONSUMER.fullmatch(consumer):
+        raise ValueError("consumer is not a consumer name")  # it becomes a header value
+    return ApiKey(key_id or _text(data, "id"), consumer, key_hash, _time(data, "created"))
 
 
 def encode_change(change: Change) -> str:
     entry = change.entry
+    if entry.api_key is not None:
+        return json.dumps({"op": change.op, **encode_key(entry.api_key)})
     if change.op == "revoke":
         return json.dumps({"op": "revoke", "jti": entry.value, "exp": entry.expires_at})
     if change.op == "block":
@@ -110,6 +141,9 @@ def decode_change(data: bytes | str) -> Change:
         return Change("block", Entry("sub", _text(message, "sub"), None if until is None else _time(message, "until")))
     if op == "unblock":
         return Change("unblock", Entry("sub", _text(message, "sub"), None))
+    if op in ("key", "unkey"):
+        key = decode_key(message)
+        return Change("key" if op == "key" else "unkey", Entry("key", key.key_id, None, key))
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -201,7 +235,7 @@ class RedisRevocationStore:
                 pass
 
     async def scan(self, kind: Kind | None = None, limit: int | None = None) -> list[Entry]:
-        kinds: Sequence[Kind] = ("jti", "sub") if kind is None else (kind,)
+        kinds: Sequence[Kind] = ("jti", "sub", "key") if kind is None else (kind,)
         entries: list[Entry] = []
         with redis_errors("scan", "scan failed"):
             for each in kinds:
@@ -220,12 +254,15 @@ class RedisRevocationStore:
             for key, raw in zip(keys, values, strict=True):
                 if not isinstance(raw, bytes) or not isinstance(key, bytes):
                     continue  # expired or deleted between SCAN and MGET
+                value = key[len(base) :].decode(errors="replace")
                 try:
-                    expires_at = _stored_time(kind, raw)
-                except (ValueError, UnicodeDecodeError):
+                    if kind == "key":
+                        into.append(Entry(kind, value, None, decode_key(json.loads(raw), value)))
+                    else:
+                        into.append(Entry(kind, value, _stored_time(kind, raw)))
+                except (ValueError, UnicodeDecodeError, TypeError):
                     log.warning("revocation_bad_entry", key=key[:300].decode(errors="replace"))
                     continue
-                into.append(Entry(kind, key[len(base) :].decode(errors="replace"), expires_at))
                 if limit is not None and len(into) >= limit:
                     return True
             if cursor == 0:
@@ -260,6 +297,29 @@ class RedisRevocationStore:
                     pipe.publish(self.keys.channel, encode_change(change))
                     deleted, _ = await pipe.execute()
         return bool(deleted)
+
+    async def add_key(self, key: ApiKey) -> None:
+        stored = encode_key(key)
+        del stored["id"]
+        change = Change("key", Entry("key", key.key_id, None, key))
+        await self._write(change, json.dumps(stored), None)
+
+    async def remove_key(self, key_id: str) -> ApiKey | None:
+        """GET then a guarded DEL + PUBLISH (WATCH: a key replaced meanwhile is not half-removed)."""
+        name = self.keys.key("key", key_id)
+        with redis_errors("unkey", "revoking the key failed"):
+            async with asyncio.timeout(self.timeout):
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    await pipe.watch(name)
+                    raw = await pipe.get(name)
+                    if raw is None:
+                        return None
+                    key = decode_key(json.loads(raw), key_id)
+                    pipe.multi()  # type: ignore[no-untyped-call, unused-ignore]
+                    pipe.delete(name)
+                    pipe.publish(self.keys.channel, encode_change(Change("unkey", Entry("key", key_id, None, key))))
+                    await pipe.execute()
+        return key
 
     async def close(self) -> None:
         for client in (self._redis, self._pubsub_redis):

@@ -26,6 +26,7 @@ from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
 
 from ext_authz import metrics
 from ext_authz.admin import build_admin_server, read_credential
+from ext_authz.api_keys import ApiKeyCheck
 from ext_authz.config import ExtAuthzConfig
 from ext_authz.jwks import IssuerKeys
 from ext_authz.revocation_mirror import RevocationMirror
@@ -98,8 +99,9 @@ class ExtAuthz:
         if http.waiting_room is not None:
             assert limiter is not None  # the config refuses waitingRoom without rateLimit
             rooms = waiting_room_gate(limiter, self.config.resolve(http.waiting_room.ticket_key_file))
-        self.routes = RouteSubscription(table, http.routes, limiter, rooms=rooms is not None)
-        handler = HttpCheck(authorizer, table, limiter, service.denial_audit, spans=spans, rooms=rooms)
+        keys = ApiKeyCheck(self.mirror) if self.mirror is not None else None  # API keys live beside revocations
+        self.routes = RouteSubscription(table, http.routes, limiter, rooms=rooms is not None, keys=keys is not None)
+        handler = HttpCheck(authorizer, table, limiter, service.denial_audit, spans=spans, rooms=rooms, keys=keys)
         return Http1Server(http.listen, handler)
 
     async def run(self) -> None:

@@ -17,6 +17,7 @@ from servicekit.durations import Duration, Millis, Rate, human_duration_ms
 from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 from control_plane.model.waiting_room import WaitingRoom
+from control_plane.model.api_keys import Consumers, check_api_keys
 
 API_VERSION = "gatehouse.io/v1alpha1"
 KIND = "Route"
@@ -254,6 +255,10 @@ class Auth(Model):
     audiences: Annotated[list[AuthName], Field(max_length=32)] = []
     scopes: Annotated[list[AuthName], Field(max_length=32)] = []
     roles: Annotated[list[AuthName], Field(max_length=32)] = []
+    api_keys: bool = False
+    """Also (or, with ``jwt: false``, only) API keys in ``x-api-key`` (``api_keys``)."""
+    jwt: bool = True
+    consumers: Consumers | None = None
 
 
 _DEFAULT_AUTH = Auth()
@@ -830,6 +835,7 @@ class RouteSpec(Model):
                 )
         if self.cache is not None:
             self._check_cache(self.cache)
+        check_api_keys(self.auth, self.rate_limits)
         timeouts = self.timeouts
         request = timeouts.request if timeouts.request is not None else REQUEST_TIMEOUT_MS
         retried = self.retries is not None and self.retries.attempts > 0

@@ -24,6 +24,7 @@ from typing import Any
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
+from control_plane.translator.api_keys import api_key_requirements
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
 from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, public_limits_by_authz, route_policy
@@ -154,6 +155,7 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
     policy.auth.audiences.extend(auth.audiences)
     policy.auth.scopes.extend(auth.scopes)
     policy.auth.roles.extend(auth.roles)
+    api_key_requirements(policy.auth, auth)
     return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
 
 

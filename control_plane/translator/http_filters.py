@@ -13,6 +13,7 @@ says why.)
 from __future__ import annotations
 
 from control_plane.translator.access_log import AccessLog
+from control_plane.translator.api_keys import ApiKeysFeature
 from control_plane.translator.ext_authz import ExtAuthz, PublicRouteLimits
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IdentityHeaders
@@ -58,6 +59,8 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # Not a filter: a route's waiting room is decided in those checks; this refuses a
     # room no check would decide, and keeps the ticket header from the upstream.
     WaitingRoomFeature(),
+    # Not a filter either: refuses API keys no check would read; keeps the key from the upstream.
+    ApiKeysFeature(),
     # With the access log on, the checks' latencies for its event (latency_stamps): one
     # stamp after the ext_authz filters, one after the ratelimit filter.
     AuthStamp(),

@@ -2,7 +2,7 @@
 
 (The response cache's internal request headers, ``CACHE_HEADERS``, too.)
 
-``header_mutation`` removes client-sent ``x-user-id``, ``x-user-role`` and ``x-scope`` (any
+``header_mutation`` removes client-sent ``x-user-id``, ``x-user-role``, ``x-scope`` and ``x-consumer`` (any
 case, every copy) on every route, public or not, with or without ext_authz. Route-level
 header removal would run too late: ext_authz and other filters would already have seen the
 forged values.
@@ -16,7 +16,8 @@ from control_plane.translator.feature import HttpFeature
 from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.settings import GatewaySettings
 
-IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
+IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope", "x-consumer")
+"""``x-consumer``: an API key's consumer (``api_keys``)."""
 USER_ID_HEADER = IDENTITY_HEADERS[0]
 ROUTE_HEADER = "x-gatehouse-route"
 """Names the route to the HTTP authorization check (``route_identity``); a client's copy

@@ -32,16 +32,24 @@ class WaitingRoom(_message.Message):
     def __init__(self, admit_per_second: _Optional[int] = ..., max_waiting: _Optional[int] = ..., ticket_ttl_ms: _Optional[int] = ..., on_store_failure: _Optional[str] = ...) -> None: ...
 
 class AuthRequirements(_message.Message):
-    __slots__ = ("audiences", "scopes", "roles", "public")
+    __slots__ = ("audiences", "scopes", "roles", "public", "api_keys", "api_keys_only", "allow_consumers", "deny_consumers")
     AUDIENCES_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
     PUBLIC_FIELD_NUMBER: _ClassVar[int]
+    API_KEYS_FIELD_NUMBER: _ClassVar[int]
+    API_KEYS_ONLY_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_CONSUMERS_FIELD_NUMBER: _ClassVar[int]
+    DENY_CONSUMERS_FIELD_NUMBER: _ClassVar[int]
     audiences: _containers.RepeatedScalarFieldContainer[str]
     scopes: _containers.RepeatedScalarFieldContainer[str]
     roles: _containers.RepeatedScalarFieldContainer[str]
     public: bool
-    def __init__(self, audiences: _Optional[_Iterable[str]] = ..., scopes: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., public: _Optional[bool] = ...) -> None: ...
+    api_keys: bool
+    api_keys_only: bool
+    allow_consumers: _containers.RepeatedScalarFieldContainer[str]
+    deny_consumers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, audiences: _Optional[_Iterable[str]] = ..., scopes: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., public: _Optional[bool] = ..., api_keys: _Optional[bool] = ..., api_keys_only: _Optional[bool] = ..., allow_consumers: _Optional[_Iterable[str]] = ..., deny_consumers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Limit(_message.Message):
     __slots__ = ("id", "key", "algorithm", "limit", "window_ms", "refill_tokens", "shadow", "mode", "on_store_failure")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from gatehouse import __version__
 from gatehouse.commands import (
+    apikey,
     bootstrap,
     breaker,
     control_plane,
@@ -24,7 +25,7 @@ from gatehouse.commands import (
 )
 from servicekit.logs import configure_logging
 
-COMMANDS = (control_plane, ext_authz, ratelimit, telemetry, validate, render, bootstrap, crd, status, breaker, dev, revocations, token)
+COMMANDS = (control_plane, ext_authz, ratelimit, telemetry, validate, render, bootstrap, crd, status, breaker, dev, revocations, token, apikey)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from typing import Literal
 
 from ext_authz.errors import StoreUnavailable
-from ext_authz.revocation_set import Change, Entry, Kind
+from ext_authz.revocation_set import ApiKey, Change, Entry, Kind
 from ext_authz.revocation_store import PONG
 
 
@@ -88,6 +88,18 @@ class FakeStore:
         self.write(Change("unblock", Entry("sub", subject, None)))
         return existed
 
+    async def add_key(self, key: ApiKey) -> None:
+        self._check()
+        self.write(Change("key", Entry("key", key.key_id, None, key)))
+
+    async def remove_key(self, key_id: str) -> ApiKey | None:
+        self._check()
+        entry = self.data.get(("key", key_id))
+        if entry is None or entry.api_key is None:
+            return None
+        self.write(Change("unkey", entry))
+        return entry.api_key
+
     async def close(self) -> None:
         self.closed = True
 
@@ -99,7 +111,7 @@ class FakeStore:
 
     def write(self, change: Change, *, publish: bool = True) -> None:
         key = (change.entry.kind, change.entry.value)
-        if change.op == "unblock":
+        if change.op in ("unblock", "unkey"):
             self.data.pop(key, None)
         else:
             self.data[key] = change.entry

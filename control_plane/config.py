@@ -171,6 +171,18 @@ class StaticEndpoints(Model):
     poll_interval: Duration = Millis(100)
 
 
+class KubernetesApiKeys(Model):
+    """Sync API-key Secrets (label ``gatehouse.io/api-key=true``) into ext_authz's key store
+    (control_plane/sources/kubernetes/api_key_secrets.py)."""
+
+    redis_url: str
+    """ext_authz's ``revocation.redisUrl``."""
+    key_prefix: str = "gatehouse:"
+    namespace: str | None = None
+    """Where the Secrets are; default: the Lease's namespace (the control plane's own)."""
+    timeout: Duration = Millis(250)
+
+
 class Kubernetes(Model):
     kubeconfig: str | None = None
     """A kubeconfig file; without one, the pod's service account (in-cluster)."""
@@ -182,6 +194,7 @@ class Kubernetes(Model):
     """A leader that has not renewed for this long may be replaced."""
     lease_renew: Duration = Millis(2_000)
     write_status: bool = True
+    api_keys: KubernetesApiKeys | None = None
 
     @model_validator(mode="after")
     def _renew_within_duration(self) -> Kubernetes:

@@ -34,6 +34,9 @@ class ApiKey:
     consumer: str
     key_hash: bytes
     created: float
+    source: str = ""
+    """Where it was made: empty for ``gatehouse apikey create``; ``kubernetes:<ns>/<name>``
+    for a key synced from a Secret (only those does the sync remove)."""
 
 
 @dataclass(frozen=True, slots=True)

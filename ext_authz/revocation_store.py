@@ -4,7 +4,7 @@ Layout (``prefix`` is ``revocation.keyPrefix``, default ``gatehouse:``)::
 
     {prefix}revoked:jti:<jti>     value {"exp": <token exp>}       expires at exp + grace (PXAT)
     {prefix}blocked:sub:<sub>     value {"until": <unix s>|null}   expires at until; null: no TTL
-    {prefix}apikey:<key id>       value {"hash": "<sha256 hex>", "consumer": "...", "created": <unix s>}
+    {prefix}apikey:<key id>       value {"hash": "<sha256 hex>", "consumer": "...", "created": <unix s>[, "source": "kubernetes:<ns>/<name>"]}
                                   no TTL; never the key itself (``ext_authz/api_keys.py``)
     {prefix}revocations           pub/sub channel, one small JSON message per write:
         {"op": "revoke", "jti": "...", "exp": 1700000000}
@@ -103,7 +103,8 @@ class Keys:
 
 
 def encode_key(key: ApiKey) -> dict[str, Any]:
-    return {"id": key.key_id, "hash": key.key_hash.hex(), "consumer": key.consumer, "created": key.created}
+    encoded = {"id": key.key_id, "hash": key.key_hash.hex(), "consumer": key.consumer, "created": key.created}
+    return {**encoded, "source": key.source} if key.source else encoded
 
 
 def decode_key(data: dict[str, Any], key_id: str | None = None) -> ApiKey:
@@ -114,7 +115,10 @@ def decode_key(data: dict[str, Any], key_id: str | None = None) -> ApiKey:
     consumer = _text(data, "consumer")
     if not CONSUMER.fullmatch(consumer):
         raise ValueError("consumer is not a consumer name")  # it becomes a header value
-    return ApiKey(key_id or _text(data, "id"), consumer, key_hash, _time(data, "created"))
+    source = data.get("source", "")
+    if not isinstance(source, str):
+        raise ValueError("source must be a string")
+    return ApiKey(key_id or _text(data, "id"), consumer, key_hash, _time(data, "created"), source)
 
 
 def encode_change(change: Change) -> str:

@@ -56,6 +56,7 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
                     lease_duration=kube.lease_duration.seconds,
                     lease_renew=kube.lease_renew.seconds,
                     write_status=kube.write_status,
+                    api_keys=kube.api_keys,
                     **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
                 )
             ),

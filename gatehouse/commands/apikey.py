@@ -1,6 +1,7 @@
 """`gatehouse apikey create|revoke|list`: consumers' API keys, in the revocation store (Redis).
 
     gatehouse apikey create --consumer partner-a [--reason TEXT]   the key, once, on stdout
+    gatehouse apikey create --consumer partner-a --secret FILE      a Kubernetes Secret (hash only) instead
     gatehouse apikey revoke --id KEY_ID [--reason TEXT]             refused everywhere within 1 s
     gatehouse apikey list [--consumer NAME] [--json]                consumer, key id, created; never a key
 
@@ -69,6 +70,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     commands = parser.add_subparsers(dest="apikey_command", required=True, metavar="COMMAND")
     create = commands.add_parser("create", parents=[changes], help="a new key for a consumer, printed once")
     create.add_argument("--consumer", type=_consumer, required=True)
+    create.add_argument(
+        "--secret", type=Path, metavar="FILE",
+        help="write a Kubernetes Secret holding the key's hash to FILE (kubectl apply it) instead of Redis",
+    )
+    create.add_argument("--namespace", help="the Secret's namespace (with --secret; default: kubectl's)")
     create.set_defaults(run=run_create)
     revoke = commands.add_parser("revoke", parents=[changes], help="revoke a key by its id")
     revoke.add_argument("--id", type=_key_id, required=True, dest="key_id", help="the key id (`apikey list`)")
@@ -142,6 +148,18 @@ def run_create(args: argparse.Namespace) -> int:
     from ext_authz.api_keys import key_hash, new_key
     from ext_authz.revocation_set import ApiKey
 
+    if args.secret is not None:
+        key_id, key = new_key()
+        try:
+            args.secret.write_text(secret_manifest(args.consumer, key_id, key_hash(key).hex(), args.namespace))
+        except OSError as exc:
+            print(f"error: cannot write {args.secret}: {exc.strerror}", file=sys.stderr)
+            return 2
+        _audit(APIKEY_CREATED, args, args.consumer, key_id)
+        print(f"wrote Secret for key {key_id} of consumer {args.consumer} to {args.secret}; the key is shown once:", file=sys.stderr)
+        print(key)
+        return 0
+
     async def body(store: Any) -> None:
         key_id, key = new_key()
         await store.add_key(ApiKey(key_id, args.consumer, key_hash(key), float(int(time.time()))))
@@ -179,6 +197,18 @@ def run_list(args: argparse.Namespace) -> int:
             print(f"{row['consumer']:32} {row['key_id']:9} {row['created']}")
 
     return _run(args, body)
+
+
+def secret_manifest(consumer: str, key_id: str, digest: str, namespace: str | None) -> str:
+    """The Secret the control plane syncs (control_plane/sources/kubernetes/api_key_secrets.py)."""
+    metadata: dict[str, Any] = {"name": f"apikey-{consumer}-{key_id}"[:253], "labels": {"gatehouse.io/api-key": "true"}}
+    if namespace:
+        metadata["namespace"] = namespace
+    document = {
+        "apiVersion": "v1", "kind": "Secret", "type": "gatehouse.io/api-key", "metadata": metadata,
+        "stringData": {"consumer": consumer, "keyId": key_id, "sha256": digest},
+    }
+    return json.dumps(document, indent=2) + "\n"
 
 
 def _when(unix: float) -> str:

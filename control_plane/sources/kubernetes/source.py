@@ -25,7 +25,9 @@ from control_plane.model.conflicts import Conflict
 from control_plane.model.crd import GROUP, PLURAL, VERSION
 from control_plane.model.route import Route
 from control_plane.sources.base import PublishEndpoints, PublishRoutes
+from control_plane.config import KubernetesApiKeys
 from control_plane.sources.kubernetes.api import api_client
+from control_plane.sources.kubernetes.api_key_secrets import SELECTOR, ApiKeySecrets
 from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
 from control_plane.sources.kubernetes.leader import LeaderElector
 from control_plane.sources.kubernetes.routes import SOURCE, KubernetesRouteSource, ObjectState
@@ -48,6 +50,8 @@ class KubernetesSettings:
     lease_duration: float = 15.0
     lease_renew: float = 2.0
     write_status: bool = True
+    api_keys: KubernetesApiKeys | None = None
+    """Sync API-key Secrets into the key store (``api_key_secrets``)."""
 
 
 class KubernetesSource:
@@ -68,6 +72,7 @@ class KubernetesSource:
         self._conflicts: dict[str, Conflict] = {}
         self._programmed: dict[str, tuple[Route, Condition]] = {}
         self._last_acked = ""
+        self.api_keys: ApiKeySecrets | None = None
         self._route_paths = (
             [f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}" for ns in settings.namespaces]
             if settings.namespaces
@@ -123,7 +128,24 @@ class KubernetesSource:
                 asyncio.create_task(self._writer.run(lambda: self._leader is not None and self._leader.leading), name="route-status"),
                 asyncio.create_task(self._on_leadership(), name="leadership"),
             ]
+        if self._settings.api_keys is not None:
+            watch, task = self._api_key_sync(api, loop, self._settings.api_keys)
+            watches.append(watch)
+            tasks.append(task)
         await self._watch(watches, tasks)
+
+    def _api_key_sync(
+        self, api: client.ApiClient, loop: asyncio.AbstractEventLoop, settings: KubernetesApiKeys
+    ) -> tuple[ResourceWatch, asyncio.Task[None]]:
+        """The labelled Secrets' watch and the loop writing them to Redis (the Lease holder's)."""
+        from ext_authz.revocation_store import RedisRevocationStore
+
+        store = RedisRevocationStore(url=settings.redis_url, key_prefix=settings.key_prefix, timeout=settings.timeout.seconds)
+        self.api_keys = ApiKeySecrets(store, may_write=lambda: self._leader is None or self._leader.leading)
+        namespace = settings.namespace or self._settings.lease_namespace
+        path = f"/api/v1/namespaces/{namespace}/secrets"
+        watch = ResourceWatch(api, path, self.api_keys.apply, loop, name=f"api-keys:{namespace}", label_selector=SELECTOR)
+        return watch, asyncio.create_task(self.api_keys.run(), name="api-key-secrets")
 
     async def run_endpoints(self, publish: PublishEndpoints) -> None:
         loop = asyncio.get_running_loop()

@@ -58,8 +58,10 @@ class ResourceWatch:
         loop: asyncio.AbstractEventLoop,
         *,
         name: str,
+        label_selector: str | None = None,
     ) -> None:
         self._api = api
+        self._selector: list[tuple[str, Any]] = [("labelSelector", label_selector)] if label_selector else []
         self._path = path
         self._on_changes = on_changes
         self._loop = loop
@@ -138,7 +140,7 @@ class ResourceWatch:
         token = ""
         version = ""
         while True:
-            query: list[tuple[str, Any]] = [("limit", LIST_PAGE)]
+            query: list[tuple[str, Any]] = [("limit", LIST_PAGE), *self._selector]
             if token:
                 query.append(("continue", token))
             body = json.loads(self._request(query).read())
@@ -163,6 +165,7 @@ class ResourceWatch:
             ("resourceVersion", self._version),
             ("allowWatchBookmarks", "true"),
             ("timeoutSeconds", WATCH_SECONDS),
+            *self._selector,
         ]
         response = self._request(query).response
         self._response = response

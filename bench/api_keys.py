@@ -1,0 +1,136 @@
+"""What an API key costs the HTTP check, in process, beside a warm token measured in the same run.
+
+The handler ``Http1Server`` calls (``HttpCheck``) with its real parts: an RS256 issuer
+(static key), the verified-token cache, the revocation mirror on a real redis-server
+(started here, on loopback) holding the keys, and no rate limits (they cost the same
+whichever credential names the caller). Scenarios, each ``--calls`` checks, best of
+``--repeats`` (CPU time, ``time.process_time_ns``):
+
+    token_baseline     a warm token on a token-only route              (the baseline)
+    token_on_key_route the same token on a route that also takes keys  (what the key option adds to tokens)
+    api_key            a valid key on a keys-only route                 (sha256 + dict lookup + identity)
+    api_key_unknown    an unknown key (401, the denial's JSON)
+    neither            no credential on a key-or-token route (401 with both challenges)
+
+    .venv/bin/python bench/api_keys.py [--calls 20000] [--repeats 5] > bench/results-api-keys.json
+
+One JSON document on stdout: µs per check for each, and each as a ratio of the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+
+from ext_authz.api_keys import ApiKeyCheck, key_hash, new_key  # noqa: E402
+from ext_authz.denial_audit import DenialAudit  # noqa: E402
+from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
+from ext_authz.jwks import IssuerKeys  # noqa: E402
+from ext_authz.revocation_mirror import RevocationMirror  # noqa: E402
+from ext_authz.revocation_set import ApiKey  # noqa: E402
+from ext_authz.revocation_store import RedisRevocationStore  # noqa: E402
+from ext_authz.service import Authorizer  # noqa: E402
+from ext_authz.tokens import TokenVerifier  # noqa: E402
+from servicekit.audit import MemoryAuditSink  # noqa: E402
+from servicekit.http1_server import Request  # noqa: E402
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2  # noqa: E402
+from tests.harness.redis import RedisServer  # noqa: E402
+from tests.unit.ext_authz.signing import ISSUER, FakeSource, claims, issuer, rsa_key  # noqa: E402
+
+
+def route(name: str, *, keys: bool = False, only: bool = False) -> policy_pb2.RoutePolicy:
+    policy = policy_pb2.RoutePolicy(route=name)
+    policy.auth.SetInParent()
+    policy.auth.api_keys = keys
+    policy.auth.api_keys_only = only
+    return policy
+
+
+async def measure(check: HttpCheck, headers: dict[str, str], calls: int, repeats: int, expect: int) -> float:
+    """Best µs of CPU per check over ``repeats`` runs of ``calls``."""
+    request = Request("GET", "/bench", headers)
+    answer = await check(request)
+    assert int(answer[9:12]) == expect, answer[:200]
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time_ns()
+        for _ in range(calls):
+            await check(request)
+        best = min(best, (time.process_time_ns() - start) / calls / 1000)
+    return best
+
+
+async def run(args: argparse.Namespace, redis: RedisServer) -> dict[str, Any]:
+    config = issuer()
+    keys = IssuerKeys(config, FakeSource(rsa_key().jwk()))
+    await keys.refresh()
+    verifier = TokenVerifier([keys], cache_size=1000, max_token_bytes=8192)
+    mirror = RevocationMirror(RedisRevocationStore(url=redis.url), resync_interval=60)
+    await mirror.start()
+    assert await mirror.wait_ready(5)
+    key_id, key = new_key()
+    await mirror._store.add_key(ApiKey(key_id, "partner-a", key_hash(key), time.time()))  # noqa: SLF001 - as the CLI writes it
+    deadline = time.monotonic() + 5
+    while mirror.api_key(key_hash(key), time.time()) is None:
+        assert time.monotonic() < deadline, "the key never reached the mirror"
+        await asyncio.sleep(0.01)
+    table = RouteTable()
+    table.replace([route("b/token"), route("b/both", keys=True), route("b/keys", keys=True, only=True)])
+    authorizer = Authorizer(verifier, {ISSUER: config}, mirror)
+    check = HttpCheck(authorizer, table, None, DenialAudit(MemoryAuditSink()), keys=ApiKeyCheck(mirror))
+    token = rsa_key().sign({**claims(), "exp": time.time() + 3600, "iat": time.time() - 10, "nbf": time.time() - 10})
+    base = {"x-request-id": "bench-1", "x-forwarded-for": "203.0.113.9"}
+    scenarios = {
+        "token_baseline": ({**base, ROUTE_HEADER: "b/token", "authorization": f"Bearer {token}"}, 200),
+        "token_on_key_route": ({**base, ROUTE_HEADER: "b/both", "authorization": f"Bearer {token}"}, 200),
+        "api_key": ({**base, ROUTE_HEADER: "b/keys", "x-api-key": key}, 200),
+        "api_key_unknown": ({**base, ROUTE_HEADER: "b/keys", "x-api-key": key[:-4] + "AAAA"}, 401),
+        "neither": ({**base, ROUTE_HEADER: "b/both"}, 401),
+    }
+    results: dict[str, Any] = {}
+    try:
+        for name, (headers, status) in scenarios.items():
+            results[name] = await measure(check, headers, args.calls, args.repeats, status)
+            print(f"{name}: {results[name]:.2f} µs", file=sys.stderr)
+    finally:
+        await mirror.stop()
+    baseline = results["token_baseline"]
+    return {
+        "what": "CPU µs per HttpCheck call in process (best of repeats); ratio: ÷ token_baseline, same run",
+        "calls": args.calls,
+        "repeats": args.repeats,
+        "python": sys.version.split()[0],
+        "us_per_check": {k: round(v, 2) for k, v in results.items()},
+        "ratio_to_token_baseline": {k: round(v / baseline, 3) for k, v in results.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is the JSON document
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = RedisServer.start(log_dir=Path(tmp))
+        try:
+            document = asyncio.run(run(args, redis))
+        finally:
+            redis.stop()
+    json.dump(document, sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()

@@ -46,3 +46,9 @@ def test_keys_no_http_check_reads_quarantine_their_route_only(settings: GatewayS
     assert translator.quarantined["shop/partners"].startswith("file:routes.yaml:1: ")
     assert reason in translator.quarantined["shop/partners"]
     assert [route.id for route in translation.model] == ["shop/orders"], "the other route keeps serving"
+
+
+def test_the_access_log_never_asks_envoy_for_the_key_header() -> None:
+    from telemetry.access_event import REQUEST_HEADERS
+
+    assert "x-api-key" not in REQUEST_HEADERS and "x-user-id" in REQUEST_HEADERS, "the consumer, never the key"

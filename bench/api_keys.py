@@ -38,7 +38,7 @@ from ext_authz.denial_audit import DenialAudit  # noqa: E402
 from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
 from ext_authz.jwks import IssuerKeys  # noqa: E402
 from ext_authz.revocation_mirror import RevocationMirror  # noqa: E402
-from ext_authz.revocation_set import ApiKey  # noqa: E402
+from servicekit.api_key_store import ApiKey, redis_api_keys  # noqa: E402
 from ext_authz.revocation_store import RedisRevocationStore  # noqa: E402
 from ext_authz.service import Authorizer  # noqa: E402
 from ext_authz.tokens import TokenVerifier  # noqa: E402
@@ -80,7 +80,9 @@ async def run(args: argparse.Namespace, redis: RedisServer) -> dict[str, Any]:
     await mirror.start()
     assert await mirror.wait_ready(5)
     key_id, key = new_key()
-    await mirror._store.add_key(ApiKey(key_id, "partner-a", key_hash(key), time.time()))  # noqa: SLF001 - as the CLI writes it
+    writer, client = redis_api_keys(redis.url)
+    await writer.add_key(ApiKey(key_id, "partner-a", key_hash(key), time.time()))  # as `gatehouse apikey create` does
+    await client.aclose()
     deadline = time.monotonic() + 5
     while mirror.api_key(key_hash(key), time.time()) is None:
         assert time.monotonic() < deadline, "the key never reached the mirror"

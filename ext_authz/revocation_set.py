@@ -19,24 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from servicekit.api_key_store import ApiKey
+
 __all__ = ["ApiKey", "Change", "Entry", "Kind", "RevocationSet", "Verdict"]
 
 Kind = Literal["jti", "sub", "key"]
 """``jti``: a revoked token id; ``sub``: a blocked subject; ``key``: an API key (by its id)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ApiKey:
-    """One API key as stored: never the key, only its sha256 (``key_hash``)."""
-
-    key_id: str
-    """The key's non-secret id (also in the key's visible prefix)."""
-    consumer: str
-    key_hash: bytes
-    created: float
-    source: str = ""
-    """Where it was made: empty for ``gatehouse apikey create``; ``kubernetes:<ns>/<name>``
-    for a key synced from a Secret (only those does the sync remove)."""
 
 
 @dataclass(frozen=True, slots=True)

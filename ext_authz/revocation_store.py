@@ -4,8 +4,8 @@ Layout (``prefix`` is ``revocation.keyPrefix``, default ``gatehouse:``)::
 
     {prefix}revoked:jti:<jti>     value {"exp": <token exp>}       expires at exp + grace (PXAT)
     {prefix}blocked:sub:<sub>     value {"until": <unix s>|null}   expires at until; null: no TTL
-    {prefix}apikey:<key id>       value {"hash": "<sha256 hex>", "consumer": "...", "created": <unix s>[, "source": "kubernetes:<ns>/<name>"]}
-                                  no TTL; never the key itself (``ext_authz/api_keys.py``)
+    {prefix}apikey:<key id>       value {"hash": "<sha256 hex>", "consumer": "...", "created": <unix s>[, "source": ...]}
+                                  no TTL; never the key itself; written by ``servicekit/api_key_store.py``
     {prefix}revocations           pub/sub channel, one small JSON message per write:
         {"op": "revoke", "jti": "...", "exp": 1700000000}
         {"op": "block", "sub": "...", "until": 1700000000}     (until null: permanent)
@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, Literal, Protocol
@@ -39,13 +38,12 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ext_authz.error_mapping import REDIS_ERRORS, redis_errors
-from ext_authz.revocation_set import ApiKey, Change, Entry, Kind
+from ext_authz.revocation_set import Change, Entry, Kind
+from servicekit.api_key_store import decode_key, key_message, key_prefix
 
 log = structlog.get_logger(component="revocation")
 
 _SCAN_BATCH = 500
-CONSUMER = re.compile(r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?")
-"""A consumer's name, as ``control_plane/model/api_keys.py`` defines it (a test keeps them equal)."""
 
 
 PONG: Final = "pong"
@@ -74,11 +72,6 @@ class RevocationStore(Protocol):
     async def unblock(self, subject: str) -> bool:
         """True if a block existed."""
 
-    async def add_key(self, key: ApiKey) -> None: ...
-
-    async def remove_key(self, key_id: str) -> ApiKey | None:
-        """The key removed; None if there was none with that id."""
-
     async def close(self) -> None: ...
 
 
@@ -89,7 +82,7 @@ class Keys:
         self.prefix = prefix
         self.revoked = f"{prefix}revoked:jti:"
         self.blocked = f"{prefix}blocked:sub:"
-        self.api_keys = f"{prefix}apikey:"
+        self.api_keys = key_prefix(prefix)
         self.channel = f"{prefix}revocations"
         self._bases: dict[Kind, str] = {"jti": self.revoked, "sub": self.blocked, "key": self.api_keys}
 
@@ -102,29 +95,10 @@ class Keys:
         return "".join("\\" + c if c in "*?[]\\" else c for c in base) + "*"
 
 
-def encode_key(key: ApiKey) -> dict[str, Any]:
-    encoded = {"id": key.key_id, "hash": key.key_hash.hex(), "consumer": key.consumer, "created": key.created}
-    return {**encoded, "source": key.source} if key.source else encoded
-
-
-def decode_key(data: dict[str, Any], key_id: str | None = None) -> ApiKey:
-    """An ``ApiKey`` from its stored value or message; ValueError if malformed."""
-    key_hash = bytes.fromhex(_text(data, "hash"))
-    if len(key_hash) != 32:
-        raise ValueError("hash must be a sha256 in hex")
-    consumer = _text(data, "consumer")
-    if not CONSUMER.fullmatch(consumer):
-        raise ValueError("consumer is not a consumer name")  # it becomes a header value
-    source = data.get("source", "")
-    if not isinstance(source, str):
-        raise ValueError("source must be a string")
-    return ApiKey(key_id or _text(data, "id"), consumer, key_hash, _time(data, "created"), source)
-
-
 def encode_change(change: Change) -> str:
     entry = change.entry
     if entry.api_key is not None:
-        return json.dumps({"op": change.op, **encode_key(entry.api_key)})
+        return key_message(change.op, entry.api_key)
     if change.op == "revoke":
         return json.dumps({"op": "revoke", "jti": entry.value, "exp": entry.expires_at})
     if change.op == "block":
@@ -301,29 +275,6 @@ class RedisRevocationStore:
                     pipe.publish(self.keys.channel, encode_change(change))
                     deleted, _ = await pipe.execute()
         return bool(deleted)
-
-    async def add_key(self, key: ApiKey) -> None:
-        stored = encode_key(key)
-        del stored["id"]
-        change = Change("key", Entry("key", key.key_id, None, key))
-        await self._write(change, json.dumps(stored), None)
-
-    async def remove_key(self, key_id: str) -> ApiKey | None:
-        """GET then a guarded DEL + PUBLISH (WATCH: a key replaced meanwhile is not half-removed)."""
-        name = self.keys.key("key", key_id)
-        with redis_errors("unkey", "revoking the key failed"):
-            async with asyncio.timeout(self.timeout):
-                async with self._redis.pipeline(transaction=True) as pipe:
-                    await pipe.watch(name)
-                    raw = await pipe.get(name)
-                    if raw is None:
-                        return None
-                    key = decode_key(json.loads(raw), key_id)
-                    pipe.multi()  # type: ignore[no-untyped-call, unused-ignore]
-                    pipe.delete(name)
-                    pipe.publish(self.keys.channel, encode_change(Change("unkey", Entry("key", key_id, None, key))))
-                    await pipe.execute()
-        return key
 
     async def close(self) -> None:
         for client in (self._redis, self._pubsub_redis):

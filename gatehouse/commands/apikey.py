@@ -25,7 +25,6 @@ import os
 import re
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +84,16 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.set_defaults(run=run_list)
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(the key writer, its Redis client)."""
     from ext_authz.admin_input import validate_reason
     from ext_authz.config import load_ext_authz_config
-    from ext_authz.revocation_store import RedisRevocationStore
+    from servicekit.api_key_store import redis_api_keys
 
     try:
         validate_reason(getattr(args, "reason", ""))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    # redis-py converts the store's sync Retry for its asyncio client, and says so; noise here.
-    warnings.filterwarnings("ignore", message="A synchronous redis.retry.Retry")
     url, prefix = args.redis_url, args.key_prefix
     if args.config is not None:
         try:
@@ -105,7 +103,7 @@ def _store(args: argparse.Namespace) -> Any:
         if config.revocation is None:
             raise CommandError(f"{args.config}: has no revocation: block (the key store)")
         url, prefix = config.revocation.redis_url, config.revocation.key_prefix
-    return RedisRevocationStore(url=url, key_prefix=prefix, timeout=args.timeout)
+    return redis_api_keys(url, prefix=prefix, timeout=args.timeout)
 
 
 def _audit(kind: str, args: argparse.Namespace, consumer: str, key_id: str) -> None:
@@ -119,18 +117,18 @@ def _audit(kind: str, args: argparse.Namespace, consumer: str, key_id: str) -> N
 
 
 def _run(args: argparse.Namespace, body: Any) -> int:
-    from ext_authz.errors import StoreUnavailable
+    from servicekit.api_key_store import KeyStoreUnavailable
 
     async def main() -> None:
-        store = _store(args)
+        store, client = _store(args)
         try:
             await body(store)
         finally:
-            await store.close()
+            await client.aclose()
 
     try:
         asyncio.run(main())
-    except StoreUnavailable as exc:
+    except KeyStoreUnavailable as exc:
         print(f"error: the key store (Redis at {_where(args)}) is unavailable: {exc}; nothing was changed", file=sys.stderr)
         return 2
     except CommandError as exc:
@@ -146,7 +144,7 @@ def _where(args: argparse.Namespace) -> str:
 
 def run_create(args: argparse.Namespace) -> int:
     from ext_authz.api_keys import key_hash, new_key
-    from ext_authz.revocation_set import ApiKey
+    from servicekit.api_key_store import ApiKey
 
     if args.secret is not None:
         key_id, key = new_key()
@@ -183,8 +181,7 @@ def run_revoke(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     async def body(store: Any) -> None:
-        entries = await store.scan("key")
-        keys = sorted((e.api_key for e in entries if e.api_key is not None), key=lambda k: (k.consumer, k.created, k.key_id))
+        keys = sorted(await store.scan_keys(), key=lambda k: (k.consumer, k.created, k.key_id))
         if args.consumer:
             keys = [k for k in keys if k.consumer == args.consumer]
         rows = [{"consumer": k.consumer, "key_id": k.key_id, "created": _when(k.created)} for k in keys]

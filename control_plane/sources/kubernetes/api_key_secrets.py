@@ -32,14 +32,13 @@ import binascii
 import datetime
 import re
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
 from control_plane.model.api_keys import CONSUMER_PATTERN
 from control_plane.sources.kubernetes.watch import Changes, Object
-from ext_authz.errors import StoreUnavailable
-from ext_authz.revocation_set import ApiKey, Entry
+from servicekit.api_key_store import ApiKey, KeyStoreUnavailable
 
 log = structlog.get_logger(component="source.kubernetes.api_keys")
 
@@ -55,7 +54,9 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class KeyStore(Protocol):
-    async def scan(self, kind: Any = None, limit: int | None = None) -> list[Entry]: ...
+    """``servicekit.api_key_store.RedisApiKeys``, or a test's in-memory twin."""
+
+    async def scan_keys(self) -> list[ApiKey]: ...
     async def add_key(self, key: ApiKey) -> None: ...
     async def remove_key(self, key_id: str) -> ApiKey | None: ...
 
@@ -130,9 +131,9 @@ class ApiKeySecrets:
         return wanted
 
     async def reconcile(self) -> None:
-        """Make the store's Kubernetes keys what the Secrets say; raises StoreUnavailable."""
+        """Make the store's Kubernetes keys what the Secrets say; raises KeyStoreUnavailable."""
         wanted = self.wanted()
-        stored = {e.value: e.api_key for e in await self._store.scan("key") if e.api_key is not None}
+        stored = {key.key_id: key for key in await self._store.scan_keys()}
         for key_id, key in stored.items():
             if key.source.startswith(SOURCE_PREFIX) and key_id not in wanted:
                 await self._store.remove_key(key_id)
@@ -160,7 +161,7 @@ class ApiKeySecrets:
                 continue
             try:
                 await self.reconcile()
-            except StoreUnavailable as exc:
+            except KeyStoreUnavailable as exc:
                 log.warning("api_key_sync_failed", error=str(exc), retry_in=RETRY_AFTER)
                 await asyncio.sleep(RETRY_AFTER)
                 self._changed.set()

@@ -33,6 +33,7 @@ from control_plane.sources.kubernetes.leader import LeaderElector
 from control_plane.sources.kubernetes.routes import SOURCE, KubernetesRouteSource, ObjectState
 from control_plane.sources.kubernetes.status import Condition, DesiredStatus, StatusWriter
 from control_plane.sources.kubernetes.watch import Changes, ResourceWatch
+from servicekit.api_key_store import redis_api_keys
 
 log = structlog.get_logger(component="source.kubernetes")
 
@@ -138,9 +139,7 @@ class KubernetesSource:
         self, api: client.ApiClient, loop: asyncio.AbstractEventLoop, settings: KubernetesApiKeys
     ) -> tuple[ResourceWatch, asyncio.Task[None]]:
         """The labelled Secrets' watch and the loop writing them to Redis (the Lease holder's)."""
-        from ext_authz.revocation_store import RedisRevocationStore
-
-        store = RedisRevocationStore(url=settings.redis_url, key_prefix=settings.key_prefix, timeout=settings.timeout.seconds)
+        store, _ = redis_api_keys(settings.redis_url, prefix=settings.key_prefix, timeout=settings.timeout.seconds)
         self.api_keys = ApiKeySecrets(store, may_write=lambda: self._leader is None or self._leader.leading)
         namespace = settings.namespace or self._settings.lease_namespace
         path = f"/api/v1/namespaces/{namespace}/secrets"

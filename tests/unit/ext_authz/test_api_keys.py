@@ -46,7 +46,7 @@ def test_a_key_is_random_prefixed_and_kept_only_as_its_sha256() -> None:
     assert len(key) == len(KEY_PREFIX) + 9 + 43, "32 random bytes, urlsafe base64"
     assert new_key()[1] != key
     assert key_hash(key) == hashlib.sha256(key.encode()).digest()
-    assert [f.name for f in fields(ApiKey)] == ["key_id", "consumer", "key_hash", "created"], "no field holds the key"
+    assert [f.name for f in fields(ApiKey)] == ["key_id", "consumer", "key_hash", "created", "source"], "no field holds the key"
 
 
 def test_the_set_finds_a_key_by_its_hash_and_forgets_it_on_unkey() -> None:

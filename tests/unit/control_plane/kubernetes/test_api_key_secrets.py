@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from control_plane.sources.kubernetes.api_key_secrets import SECRET_TYPE, ApiKeySecrets, secret_key
-from ext_authz.revocation_set import ApiKey
+from servicekit.api_key_store import ApiKey
 from tests.unit.ext_authz.revocation.fake_store import FakeStore
 
 DIGEST = hashlib.sha256(b"ghk_0a1b2c3d_secret").hexdigest()

@@ -10,7 +10,7 @@ import pytest
 
 from control_plane.model import Origin, parse_route_file
 from control_plane.model.api_keys import CONSUMER_PATTERN
-from ext_authz.revocation_store import CONSUMER
+from servicekit.api_key_store import CONSUMER
 from gatehouse.commands import apikey, validate
 from tests.unit.control_plane.model.test_schema_errors import FILE, route
 

@@ -100,6 +100,9 @@ class FakeStore:
         self.write(Change("unkey", entry))
         return entry.api_key
 
+    async def scan_keys(self) -> list[ApiKey]:
+        return [e.api_key for e in await self.scan("key") if e.api_key is not None]
+
     async def close(self) -> None:
         self.closed = True
 

@@ -28,6 +28,7 @@
         redis: {url: redis://127.0.0.1:6379/0, timeout: 50ms}
         expectedInstances: 2
         hybrid: {maxBatch: 100}
+      upstreamTokens: {issuer: https://gateway.internal/, keyFile: signing.pem, ttl: 60s}   # token swap
     workers: 2                         # processes behind the ports; default: the CPUs it may use
 """
 
@@ -44,6 +45,7 @@ from servicekit.durations import Duration, Millis
 from servicekit.span_export import SpanExport
 from servicekit.model import Model
 from servicekit.audit_output import AuditOutput
+from ext_authz.upstream_token_config import UpstreamTokens
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
@@ -106,6 +108,8 @@ class Http(Model):
     """Where each route's requirements and limits come from (the control plane's ADS)."""
     rate_limit: RateLimit | None = None
     """Without it, a route whose limits are meant for this call is refused (NACKed)."""
+    upstream_tokens: UpstreamTokens | None = None
+    """Token swap (``auth.upstreamToken``): without it, a swap route is refused (NACKed)."""
 
 
 class Admin(Model):

@@ -42,8 +42,17 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ext_authz import metrics
 from ext_authz.denial_audit import DenialAudit
+from ext_authz.tokens import VerifiedToken
 from ext_authz.errors import AuthzError, UnavailableError
 from ext_authz.responses import denial_parts
+from ext_authz.upstream_token import (
+    SwapRule,
+    UpstreamTokens,
+    UpstreamTokenUnavailable,
+    swap_refusals,
+    swap_rule,
+    unavailable_parts,
+)
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, REQUEST_ID_HEADER, RESPONSE_CACHE_SIZE, USER_ID_HEADER, Authorizer
 from limiter.config import Policies
 from limiter.engine import Limiter
@@ -82,6 +91,8 @@ class RouteCheck:
     after_auth: tuple[RouteLimit, ...]
     public: bool = False
     """No token: the call decides the route's limits only (``AuthRequirements.public``)."""
+    upstream_token: SwapRule | None = None
+    """Token swap (``RoutePolicy.upstream_token``): the upstream gets its own token."""
 
 
 def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
@@ -98,6 +109,7 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         before_auth=tuple(limit for limit in limits if limit.key != "user"),
         after_auth=tuple(limit for limit in limits if limit.key == "user"),
         public=policy.auth.public,
+        upstream_token=swap_rule(policy),
     )
 
 
@@ -116,9 +128,12 @@ class RouteSubscription:
     checks decide with. A table this process cannot honour (limits, but no
     ``http.rateLimit``; a limit the engine refuses) is NACKed and the last one kept."""
 
-    def __init__(self, table: RouteTable, policies: Policies, limiter: Limiter | None) -> None:
+    def __init__(
+        self, table: RouteTable, policies: Policies, limiter: Limiter | None, *, upstream_tokens: UpstreamTokens | None = None
+    ) -> None:
         self._table = table
         self.limiter = limiter
+        self._upstream_tokens = upstream_tokens
         self._source = PolicySource(
             policies.xds.address, node_id=policies.xds.node_id, cluster=policies.xds.cluster, on_update=self._apply
         )
@@ -133,6 +148,9 @@ class RouteSubscription:
             limited = sorted(p.route for p in policies if p.HasField("auth") and p.limits)
             if limited:
                 raise ValueError(f"routes {', '.join(limited[:5])} have rate limits for this call, and ext_authz has no http.rateLimit")
+        refused = swap_refusals(policies, self._upstream_tokens)
+        if refused:
+            raise ValueError("auth.upstreamToken: " + "; ".join(refused[:5]))
         self._table.replace(policies)
 
     def start(self) -> None:
@@ -192,6 +210,7 @@ class HttpCheck:
         *,
         on_unknown_route: Callable[[str], None] | None = None,
         spans: SpanExporter | None = None,
+        upstream_tokens: UpstreamTokens | None = None,
     ) -> None:
         self._authorizer = authorizer
         self._table = table
@@ -203,6 +222,7 @@ class HttpCheck:
         self._unknown_logged: set[str] = set()
         self._on_unknown_route = on_unknown_route
         self._spans = spans
+        self._upstream_tokens = upstream_tokens
 
     async def __call__(self, request: Request) -> bytes:
         headers = request.headers
@@ -255,10 +275,29 @@ class HttpCheck:
             if first is not None and self._limiter is not None:
                 await refund(self._limiter, first)
             return self._too_many(second, request_id)
+        swap = b""
+        if route.upstream_token is not None:
+            try:
+                swap = await self._swap(route.upstream_token, token, headers)
+            except UpstreamTokenUnavailable as exc:
+                if first is not None and self._limiter is not None:
+                    await refund(self._limiter, first)
+                if second is not None and self._limiter is not None:
+                    await refund(self._limiter, second)
+                metrics.DECISIONS.labels("deny", exc.error).inc()
+                status, lines, body = unavailable_parts(exc, request_id)
+                return response(status, lines, body)
         self._allowed.inc()
         verdict = merge(first, second)
         limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
-        return b"HTTP/1.1 200 OK\r\n" + self._identity_lines(token.token_hash, token.issuer, identity) + limits + b"content-length: 0\r\n\r\n"
+        identity_lines = self._identity_lines(token.token_hash, token.issuer, identity)
+        return b"HTTP/1.1 200 OK\r\n" + identity_lines + swap + limits + b"content-length: 0\r\n\r\n"
+
+    async def _swap(self, rule: SwapRule, token: VerifiedToken, headers: Mapping[str, str]) -> bytes:
+        """The upstream's own ``authorization`` line (ext_authz/upstream_token.py)."""
+        assert self._upstream_tokens is not None  # the route table was refused otherwise
+        client_token = headers.get("authorization", "").partition(" ")[2].strip()
+        return await self._upstream_tokens.line(rule, token.token_hash, token.subject or "", token.expires_at, client_token)
 
     async def _limits(self, limits: tuple[RouteLimit, ...], headers: Mapping[str, str], user: str | None) -> Verdict | None:
         if not limits or self._limiter is None:

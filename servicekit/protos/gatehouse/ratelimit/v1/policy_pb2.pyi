@@ -8,14 +8,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RoutePolicy(_message.Message):
-    __slots__ = ("route", "limits", "auth")
+    __slots__ = ("route", "limits", "auth", "upstream_token")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     AUTH_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_TOKEN_FIELD_NUMBER: _ClassVar[int]
     route: str
     limits: _containers.RepeatedCompositeFieldContainer[Limit]
     auth: AuthRequirements
-    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ...) -> None: ...
+    upstream_token: UpstreamToken
+    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ..., upstream_token: _Optional[_Union[UpstreamToken, _Mapping]] = ...) -> None: ...
+
+class UpstreamToken(_message.Message):
+    __slots__ = ("audience", "exchange_url")
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_URL_FIELD_NUMBER: _ClassVar[int]
+    audience: str
+    exchange_url: str
+    def __init__(self, audience: _Optional[str] = ..., exchange_url: _Optional[str] = ...) -> None: ...
 
 class AuthRequirements(_message.Message):
     __slots__ = ("audiences", "scopes", "roles", "public")

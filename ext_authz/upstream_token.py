@@ -10,8 +10,8 @@ After the client's token passed, the upstream gets, instead of it, either
 
 Envoy puts the line upstream through ``allowed_upstream_headers``, replacing the client's
 ``authorization``. A line is kept per (client token, audience, exchange URL) and reused
-until shortly before its token expires (``REUSE_MARGIN_*``) and never past the client
-token's exp, so a warm check costs one dict lookup and a clock read. Concurrent misses
+until shortly before its token expires (``REUSE_MARGIN_*``; a token already capped at the
+client token's exp, to that exp) and never past the client token's exp, so a warm check costs one dict lookup and a clock read. Concurrent misses
 for one key share a single exchange call. The cache is bounded: when full, the older
 half goes.
 
@@ -98,8 +98,12 @@ def unavailable_parts(error: UpstreamTokenUnavailable, request_id: str) -> tuple
 
 
 def _reuse_until(now: float, expires_at: float, client_expires_at: float) -> float:
+    """Shortly before the token's exp; but a token capped at the client token's exp is kept
+    to the end (a new one could not live longer), and nothing outlives the client token."""
+    if expires_at >= client_expires_at:
+        return client_expires_at
     lifetime = expires_at - now
-    return min(expires_at - min(REUSE_MARGIN_SECONDS, lifetime * REUSE_MARGIN_FRACTION), client_expires_at)
+    return expires_at - min(REUSE_MARGIN_SECONDS, lifetime * REUSE_MARGIN_FRACTION)
 
 
 class UpstreamTokens:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import structlog
 from cryptography.hazmat.primitives.asymmetric import ec
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -127,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", default=None)
     args = parser.parse_args(argv)
     directory = work_directory(args.work_dir, "gatehouse-bench-upstream-token-")
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))  # stdout is the JSON
     results = asyncio.run(measure(args, directory))
     print_report({
         "benchmark": "upstream_token",

@@ -10,6 +10,7 @@ With the exchange endpoint down the client gets 503 ``upstream_token_unavailable
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.request
@@ -69,10 +70,8 @@ class SwapStack:
             return document
 
 
-@pytest.fixture(params=[False, True], ids=["fail-closed", "fail-open"])
-def swap(make_stack: StackFactory, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SwapStack]:
-    """Both values of extAuthz.failOpen: the swap's own denial is no service failure, so
-    even a fail-open gateway never lets the client's token through to a swap route."""
+@contextlib.contextmanager
+def swap_stack(make_stack: StackFactory, tmp_path: Path, *, fail_open: bool = False, workers: int = 1) -> Iterator[SwapStack]:
     issuer = TestIssuer()
     key = ec.generate_private_key(ec.SECP256R1())
     (tmp_path / "authz").mkdir(parents=True, exist_ok=True)
@@ -80,12 +79,15 @@ def swap(make_stack: StackFactory, tmp_path: Path, request: pytest.FixtureReques
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     exchange = TokenExchangeServer(expires_in=300).start()
-    config = {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": str(issuer.write_jwks(tmp_path / "jwks.json"))}]}
+    config = {
+        "issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": str(issuer.write_jwks(tmp_path / "jwks.json"))}],
+        "workers": workers,
+    }
     authz = ExtAuthzProcess(tmp_path / "authz", config, transport="http")
     authz.config["http"]["upstreamTokens"] = {
         "issuer": INTERNAL_ISSUER, "keyFile": "upstream-signing.pem", "ttl": f"{TTL}s", "exchange": {"timeout": "1s"},
     }
-    stack = make_stack(control_plane_extra={"extAuthz": {**ext_authz_entry([authz]), "failOpen": request.param}})
+    stack = make_stack(control_plane_extra={"extAuthz": {**ext_authz_entry([authz]), "failOpen": fail_open}})
     stack.commit_routes({"routes.yaml": routes(exchange.url)})
     stack.start(wait_path="/public")
     authz.use_control_plane(stack.control_plane.xds_port)
@@ -95,6 +97,14 @@ def swap(make_stack: StackFactory, tmp_path: Path, request: pytest.FixtureReques
     finally:
         authz.stop()
         exchange.stop()
+
+
+@pytest.fixture(params=[False, True], ids=["fail-closed", "fail-open"])
+def swap(make_stack: StackFactory, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SwapStack]:
+    """Both values of extAuthz.failOpen: the swap's own denial is no service failure, so
+    even a fail-open gateway never lets the client's token through to a swap route."""
+    with swap_stack(make_stack, tmp_path, fail_open=request.param) as stack:
+        yield stack
 
 
 def seen_authorization(reply: Any) -> str:
@@ -157,3 +167,13 @@ def test_an_exchanged_token_replaces_the_clients_and_a_down_endpoint_is_503(swap
     log = swap.log_text()
     assert "upstream_token_exchange_failed" in log
     assert client not in log and "exchanged-1-for-ledger" not in log, "no token is ever logged"
+
+
+def test_with_workers_the_supervisor_serves_the_jwks_every_worker_signs_with(make_stack: StackFactory, tmp_path: Path) -> None:
+    """``workers: 2``: the metrics port is the supervisor's; it answers the JWKS from a
+    worker, and a token signed by whichever worker took the check verifies against it."""
+    with swap_stack(make_stack, tmp_path, workers=2) as swap:
+        (jwk,) = swap.jwks()["keys"]
+        for name in ("alice", "bob", "carol", "dave"):
+            internal = seen_authorization(swap.get("/billing/x", swap.issuer.token(name, scope="billing:read")))
+            assert jwt.decode(internal, jwt.PyJWK(jwk), algorithms=["ES256"], audience="legacy-billing")["sub"] == name

@@ -279,13 +279,19 @@ class HttpCheck:
         if route.upstream_token is not None:
             try:
                 swap = await self._swap(route.upstream_token, token, headers)
-            except UpstreamTokenUnavailable as exc:
-                if first is not None and self._limiter is not None:
-                    await refund(self._limiter, first)
-                if second is not None and self._limiter is not None:
-                    await refund(self._limiter, second)
-                metrics.DECISIONS.labels("deny", exc.error).inc()
-                status, lines, body = unavailable_parts(exc, request_id)
+            except AuthzError as exc:
+                # No token for the upstream: the request uses nothing (its hits go back).
+                for verdict in (first, second):
+                    if verdict is not None and self._limiter is not None:
+                        await refund(self._limiter, verdict)
+                if isinstance(exc, UpstreamTokenUnavailable):
+                    metrics.DECISIONS.labels("deny", exc.error).inc()
+                    status, lines, body = unavailable_parts(exc, request_id)
+                    return response(status, lines, body)
+                metrics.DECISIONS.labels("deny", exc.reason).inc()
+                exc.subject, exc.jti = token.subject, token.jti
+                self._audit.denied(exc, route.route, request_id)
+                status, lines, body = denial_parts(exc, request_id)
                 return response(status, lines, body)
         self._allowed.inc()
         verdict = merge(first, second)

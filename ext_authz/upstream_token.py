@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from ext_authz.errors import UnavailableError
+from ext_authz.errors import ForbiddenError, UnavailableError
 from ext_authz.token_exchange import ExchangeFailed, TokenExchange
 from ext_authz.upstream_signer import UpstreamSigner
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -139,6 +139,8 @@ class UpstreamTokens:
         if cached is not None and cached[1] > self._clock():
             return cached[0]
         if not rule.exchange_url:
+            if not subject:
+                raise ForbiddenError("no_subject", "the token has no subject to pass to this route's upstream")
             return self._store(key, self._signed(rule, subject, client_expires_at))
         pending = self._inflight.get(key)
         if pending is None:

@@ -7,7 +7,7 @@
         keyId: gw-2026-12                      # the JWT header's kid; default: the key's RFC 7638 thumbprint
         ttl: 60s                               # the internal token's lifetime (never past the client token's exp)
         cacheSize: 10000                       # (client token, route audience) pairs kept
-        exchange: {timeout: 2s}                # routes with upstreamToken.exchange: the RFC 8693 call
+        exchange: {timeout: 200ms}             # routes with upstreamToken.exchange: the RFC 8693 call
 
 Without ``keyFile`` only exchange routes can be served; a route that needs a signed token
 is then refused (the route table is NACKed), as is any swap route without this block.
@@ -27,8 +27,10 @@ MAX_TTL_MS = 3_600_000
 
 
 class Exchange(Model):
-    timeout: Duration = Millis(2_000)
-    """The whole token-exchange call (connect, send, answer); past it the request gets 503."""
+    timeout: Duration = Millis(200)
+    """The whole token-exchange call (connect, send, answer); past it the request gets 503.
+    Keep it below the gateway's ``extAuthz.timeout`` (250 ms by default): past that, Envoy
+    answers the check's generic 503 itself, whatever this call brings later."""
 
 
 class UpstreamTokens(Model):

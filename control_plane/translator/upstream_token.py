@@ -3,9 +3,10 @@
 a swap route the gateway could not honour.
 
 Only the HTTP check can swap (it answers the upstream's ``authorization``, which Envoy's
-``allowed_upstream_headers`` puts in place of the client's). Over gRPC, or without
-``extAuthz``, the client's own token would reach the upstream, so such a route is
-quarantined with the reason, and every other route keeps serving.
+``allowed_upstream_headers`` puts in place of the client's). Over gRPC, without
+``extAuthz``, or with ``extAuthz.failOpen`` (a failed or timed-out check passes the
+request on untouched), the client's own token would reach the upstream, so such a route
+is quarantined with the reason, and every other route keeps serving.
 """
 
 from __future__ import annotations
@@ -45,5 +46,10 @@ class UpstreamTokenCheck(HttpFeature):
             raise ValueError(
                 f"auth.upstreamToken: needs extAuthz.protocol: http (the gateway has {protocol}); "
                 "without it the client's own token would reach the upstream"
+            )
+        if authz.fail_open:
+            raise ValueError(
+                "auth.upstreamToken: the gateway has extAuthz.failOpen: true, which lets a request through "
+                "with the client's own token when the check fails or times out; swap routes need failOpen: false"
             )
         return ()

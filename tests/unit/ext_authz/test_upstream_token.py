@@ -13,6 +13,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from ext_authz.errors import ForbiddenError
 from ext_authz.token_exchange import ExchangeFailed, Exchanged, TokenExchange, parse_answer
 from ext_authz.upstream_signer import SigningKeyError, UpstreamSigner
 from ext_authz.upstream_token import SwapRule, UpstreamTokens, UpstreamTokenUnavailable, swap_refusals, unavailable_parts
@@ -210,3 +211,10 @@ def test_a_swap_route_this_process_cannot_serve_is_a_refusal() -> None:
     no_key = UpstreamTokens(signer=None, exchange=CountingExchange(), ttl=60, cache_size=10)
     assert swap_refusals(table, no_key) == ["legacy/billing needs a signed token and http.upstreamTokens has no keyFile"]
     assert swap_refusals(table, tokens(FakeClock(), exchange=CountingExchange())) == []
+
+
+async def test_a_client_token_without_sub_gets_no_signed_token() -> None:
+    swap = tokens(FakeClock(NOW))
+    with pytest.raises(ForbiddenError) as caught:
+        await swap.line(SIGNED, b"h1", "", NOW + 3600, "client")
+    assert (caught.value.status, caught.value.reason) == (403, "no_subject")

@@ -26,6 +26,10 @@ through ``allowed_client_headers_on_success``); 401/403 with ``WWW-Authenticate`
 JSON body the gRPC transport sends; 429 with ``X-RateLimit-*``, ``Retry-After`` and the
 gateway's ``rate_limited`` JSON body. Counter keys are the ones the RateLimitService
 uses, so switching transports keeps every count.
+
+A swap route (``RoutePolicy.upstream_token``) adds the upstream's own ``authorization``
+to the 200, in place of the client's (ext_authz/upstream_token.py); none to be had is a
+424 the gateway turns into 503 ``upstream_token_unavailable``, its limits' hits given back.
 """
 
 from __future__ import annotations

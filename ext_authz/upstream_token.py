@@ -145,8 +145,15 @@ class UpstreamTokens:
         pending = self._inflight.get(key)
         if pending is None:
             pending = self._inflight[key] = asyncio.ensure_future(self._exchanged(rule, client_token, client_expires_at))
-            pending.add_done_callback(lambda _: self._inflight.pop(key, None))
+            pending.add_done_callback(lambda done: self._settled(key, done))
         return self._store(key, await asyncio.shield(pending))
+
+    def _settled(self, key: Key, done: asyncio.Future[tuple[bytes, float]]) -> None:
+        """The call is over: the next miss makes a new one. An exchange whose callers all
+        went away (Envoy gave up on the checks) still caches its token for the next one."""
+        self._inflight.pop(key, None)
+        if not done.cancelled() and done.exception() is None:
+            self._store(key, done.result())
 
     def _store(self, key: Key, entry: tuple[bytes, float]) -> bytes:
         if len(self._lines) >= self._size:

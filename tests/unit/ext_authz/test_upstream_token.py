@@ -218,3 +218,17 @@ async def test_a_client_token_without_sub_gets_no_signed_token() -> None:
     with pytest.raises(ForbiddenError) as caught:
         await swap.line(SIGNED, b"h1", "", NOW + 3600, "client")
     assert (caught.value.status, caught.value.reason) == (403, "no_subject")
+
+
+async def test_an_exchange_whose_caller_went_away_still_caches_its_token() -> None:
+    """Envoy gave up on the check (its timeout): the call finishes and the next check is warm."""
+    exchange = CountingExchange()
+    exchange.gate = asyncio.Event()
+    swap = tokens(FakeClock(NOW), exchange=exchange)
+    caller = asyncio.create_task(swap.line(EXCHANGED, b"h1", "alice", NOW + 3600, "client"))
+    await asyncio.sleep(0)
+    caller.cancel()
+    exchange.gate.set()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert swap.cached(EXCHANGED, b"h1") == b"authorization: Bearer x-ledger-1\r\n" and exchange.calls == 1

@@ -282,7 +282,7 @@ class HttpCheck:
         swap = b""
         if route.upstream_token is not None:
             try:
-                swap = await self._swap(route.upstream_token, token, headers)
+                swap = self._swap_cached(route.upstream_token, token) or await self._swap(route.upstream_token, token, headers)
             except AuthzError as exc:
                 # No token for the upstream: the request uses nothing (its hits go back).
                 for verdict in (first, second):
@@ -302,6 +302,11 @@ class HttpCheck:
         limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
         identity_lines = self._identity_lines(token.token_hash, token.issuer, identity)
         return b"HTTP/1.1 200 OK\r\n" + identity_lines + swap + limits + b"content-length: 0\r\n\r\n"
+
+    def _swap_cached(self, rule: SwapRule, token: VerifiedToken) -> bytes | None:
+        """The warm path, without a coroutine."""
+        assert self._upstream_tokens is not None  # the route table was refused otherwise
+        return self._upstream_tokens.cached(rule, token.token_hash)
 
     async def _swap(self, rule: SwapRule, token: VerifiedToken, headers: Mapping[str, str]) -> bytes:
         """The upstream's own ``authorization`` line (ext_authz/upstream_token.py)."""

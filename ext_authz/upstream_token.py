@@ -132,8 +132,16 @@ class UpstreamTokens:
             return "needs a token exchange and this process has no exchange client"
         return None
 
+    def cached(self, rule: SwapRule, token_hash: bytes) -> bytes | None:
+        """The warm path: the line still fit for reuse, or None (then ``line``)."""
+        cached = self._lines.get((token_hash, rule.audience, rule.exchange_url))
+        if cached is not None and cached[1] > self._clock():
+            return cached[0]
+        return None
+
     async def line(self, rule: SwapRule, token_hash: bytes, subject: str, client_expires_at: float, client_token: str) -> bytes:
-        """``authorization: Bearer <upstream token>\\r\\n``; UpstreamTokenUnavailable if none."""
+        """``authorization: Bearer <upstream token>\\r\\n``; UpstreamTokenUnavailable if none
+        can be had now, ForbiddenError (403) for a token without ``sub`` to sign for."""
         key = (token_hash, rule.audience, rule.exchange_url)
         cached = self._lines.get(key)
         if cached is not None and cached[1] > self._clock():

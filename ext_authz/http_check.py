@@ -29,6 +29,10 @@ through ``allowed_client_headers_on_success``); 401/403 with ``WWW-Authenticate`
 JSON body the gRPC transport sends; 429 with ``X-RateLimit-*``, ``Retry-After`` and the
 gateway's ``rate_limited`` JSON body. Counter keys are the ones the RateLimitService
 uses, so switching transports keeps every count.
+
+A swap route (``RoutePolicy.upstream_token``) adds the upstream's own ``authorization``
+to the 200, in place of the client's (ext_authz/upstream_token.py); none to be had is a
+424 the gateway turns into 503 ``upstream_token_unavailable``, its limits' hits given back.
 """
 
 from __future__ import annotations
@@ -45,10 +49,19 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ext_authz import metrics
 from ext_authz.denial_audit import DenialAudit
+from ext_authz.tokens import VerifiedToken
 from ext_authz.errors import AuthzError, UnavailableError
 from ext_authz.responses import denial_parts
 from ext_authz.waiting_room import RoomPolicy, WaitingRoomGate, room_policy
 from ext_authz.waiting_room import Verdict as RoomVerdict
+from ext_authz.upstream_token import (
+    SwapRule,
+    UpstreamTokens,
+    UpstreamTokenUnavailable,
+    swap_refusals,
+    swap_rule,
+    unavailable_parts,
+)
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, REQUEST_ID_HEADER, RESPONSE_CACHE_SIZE, USER_ID_HEADER, Authorizer
 from limiter.config import Policies
 from limiter.engine import Limiter
@@ -88,6 +101,8 @@ class RouteCheck:
     public: bool = False
     """No token: the call decides the route's limits only (``AuthRequirements.public``)."""
     room: RoomPolicy | None = None
+    upstream_token: SwapRule | None = None
+    """Token swap (``RoutePolicy.upstream_token``): the upstream gets its own token."""
 
 
 def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
@@ -105,6 +120,7 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         after_auth=tuple(limit for limit in limits if limit.key == "user"),
         public=policy.auth.public,
         room=room_policy(policy.route, policy.waiting_room) if policy.HasField("waiting_room") else None,
+        upstream_token=swap_rule(policy),
     )
 
 
@@ -123,10 +139,19 @@ class RouteSubscription:
     checks decide with. A table this process cannot honour (limits, but no
     ``http.rateLimit``; a limit the engine refuses) is NACKed and the last one kept."""
 
-    def __init__(self, table: RouteTable, policies: Policies, limiter: Limiter | None, *, rooms: bool = False) -> None:
+    def __init__(
+        self,
+        table: RouteTable,
+        policies: Policies,
+        limiter: Limiter | None,
+        *,
+        rooms: bool = False,
+        upstream_tokens: UpstreamTokens | None = None,
+    ) -> None:
         self._table = table
         self.limiter = limiter
         self._rooms = rooms
+        self._upstream_tokens = upstream_tokens
         self._source = PolicySource(
             policies.xds.address, node_id=policies.xds.node_id, cluster=policies.xds.cluster, on_update=self._apply
         )
@@ -147,6 +172,9 @@ class RouteSubscription:
                 raise ValueError(
                     f"routes {', '.join(rooms[:5])} have a waiting room, and ext_authz has no http.waitingRoom and http.rateLimit"
                 )
+        refused = swap_refusals(policies, self._upstream_tokens)
+        if refused:
+            raise ValueError("auth.upstreamToken: " + "; ".join(refused[:5]))
         self._table.replace(policies)
 
     def start(self) -> None:
@@ -207,6 +235,7 @@ class HttpCheck:
         on_unknown_route: Callable[[str], None] | None = None,
         spans: SpanExporter | None = None,
         rooms: WaitingRoomGate | None = None,
+        upstream_tokens: UpstreamTokens | None = None,
     ) -> None:
         self._rooms = rooms
         self._authorizer = authorizer
@@ -219,6 +248,7 @@ class HttpCheck:
         self._unknown_logged: set[str] = set()
         self._on_unknown_route = on_unknown_route
         self._spans = spans
+        self._upstream_tokens = upstream_tokens
 
     async def __call__(self, request: Request) -> bytes:
         headers = request.headers
@@ -283,11 +313,29 @@ class HttpCheck:
             if not room.admitted:
                 return room.data
             extra = room.data
+        swap = b""
+        if route.upstream_token is not None:
+            try:
+                swap = self._swap_cached(route.upstream_token, token) or await self._swap(route.upstream_token, token, headers)
+            except AuthzError as exc:
+                # No token for the upstream: the request uses nothing (its hits go back).
+                for verdict in (first, second):
+                    if verdict is not None and self._limiter is not None:
+                        await refund(self._limiter, verdict)
+                if isinstance(exc, UpstreamTokenUnavailable):
+                    metrics.DECISIONS.labels("deny", exc.error).inc()
+                    status, lines, body = unavailable_parts(exc, request_id)
+                    return response(status, lines, body)
+                metrics.DECISIONS.labels("deny", exc.reason).inc()
+                exc.subject, exc.jti = token.subject, token.jti
+                self._audit.denied(exc, route.route, request_id)
+                status, lines, body = denial_parts(exc, request_id)
+                return response(status, lines, body)
         self._allowed.inc()
         verdict = merge(first, second)
         limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
         identity_lines = self._identity_lines(token.token_hash, token.issuer, identity)
-        return b"HTTP/1.1 200 OK\r\n" + identity_lines + limits + extra + b"content-length: 0\r\n\r\n"
+        return b"HTTP/1.1 200 OK\r\n" + identity_lines + swap + limits + extra + b"content-length: 0\r\n\r\n"
 
     async def _room(
         self, room: RoomPolicy, headers: Mapping[str, str], request_id: str, first: Verdict | None, second: Verdict | None
@@ -300,6 +348,17 @@ class HttpCheck:
                 if hits is not None:
                     await refund(self._limiter, hits)
         return verdict
+
+    def _swap_cached(self, rule: SwapRule, token: VerifiedToken) -> bytes | None:
+        """The warm path, without a coroutine."""
+        assert self._upstream_tokens is not None  # the route table was refused otherwise
+        return self._upstream_tokens.cached(rule, token.token_hash)
+
+    async def _swap(self, rule: SwapRule, token: VerifiedToken, headers: Mapping[str, str]) -> bytes:
+        """The upstream's own ``authorization`` line (ext_authz/upstream_token.py)."""
+        assert self._upstream_tokens is not None  # the route table was refused otherwise
+        client_token = headers.get("authorization", "").partition(" ")[2].strip()
+        return await self._upstream_tokens.line(rule, token.token_hash, token.subject or "", token.expires_at, client_token)
 
     async def _limits(self, limits: tuple[RouteLimit, ...], headers: Mapping[str, str], user: str | None) -> Verdict | None:
         if not limits or self._limiter is None:

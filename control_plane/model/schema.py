@@ -17,6 +17,7 @@ from servicekit.durations import Duration, Millis, Rate, human_duration_ms
 from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 from control_plane.model.waiting_room import WaitingRoom
+from control_plane.model.upstream_token import UPSTREAM_TOKEN_PUBLIC, UpstreamToken
 
 API_VERSION = "gatehouse.io/v1alpha1"
 KIND = "Route"
@@ -250,10 +251,20 @@ AuthName = Annotated[str, Field(pattern=r"^\S+$", max_length=256)]
 
 
 class Auth(Model):
+    model_config = cel(("!has(self.upstreamToken) || !has(self.required) || self.required", UPSTREAM_TOKEN_PUBLIC))
+
     required: bool = True
     audiences: Annotated[list[AuthName], Field(max_length=32)] = []
     scopes: Annotated[list[AuthName], Field(max_length=32)] = []
     roles: Annotated[list[AuthName], Field(max_length=32)] = []
+    upstream_token: UpstreamToken | None = None
+    """Token swap for a legacy upstream: control_plane/model/upstream_token.py."""
+
+    @model_validator(mode="after")
+    def _upstream_token(self) -> Auth:
+        if self.upstream_token is not None and not self.required:
+            raise ValueError(UPSTREAM_TOKEN_PUBLIC)
+        return self
 
 
 _DEFAULT_AUTH = Auth()

@@ -28,6 +28,7 @@ from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
 from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, public_limits_by_authz, route_policy
 from control_plane.translator.waiting_room import TICKET_CARRIERS, waiting_room_policy
+from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER, add_upstream_token
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
 from servicekit.durations import format_duration_ms
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -92,7 +93,8 @@ def _http_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
                 },
                 "path_prefix": CHECK_PATH_PREFIX,
                 "authorization_response": {
-                    "allowed_upstream_headers": _exact(IDENTITY_HEADERS),
+                    # authorization: a swap route's own token for its upstream (upstream_token).
+                    "allowed_upstream_headers": _exact((*IDENTITY_HEADERS, UPSTREAM_TOKEN_HEADER)),
                     "allowed_client_headers_on_success": _exact(CLIENT_HEADERS_ON_SUCCESS),
                 },
             },
@@ -154,6 +156,7 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
     policy.auth.audiences.extend(auth.audiences)
     policy.auth.scopes.extend(auth.scopes)
     policy.auth.roles.extend(auth.roles)
+    add_upstream_token(policy, route)
     return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
 
 

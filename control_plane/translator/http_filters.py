@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from control_plane.translator.access_log import AccessLog
 from control_plane.translator.ext_authz import ExtAuthz, PublicRouteLimits
+from control_plane.translator.upstream_token import UpstreamTokenCheck
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IdentityHeaders
 from control_plane.translator.latency_stamps import AuthStamp, RateLimitStamp
@@ -53,6 +54,8 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # route's limits too, by default).
     RouteIdentity(),
     ExtAuthz(),
+    # Token swap has no filter: it refuses a swap route the check cannot honour.
+    UpstreamTokenCheck(),
     # A public route's limits over HTTP: a second ext_authz filter, off but on that route.
     PublicRouteLimits(),
     # Not a filter: a route's waiting room is decided in those checks; this refuses a

@@ -8,16 +8,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RoutePolicy(_message.Message):
-    __slots__ = ("route", "limits", "auth", "waiting_room")
+    __slots__ = ("route", "limits", "auth", "waiting_room", "upstream_token")
     ROUTE_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     AUTH_FIELD_NUMBER: _ClassVar[int]
     WAITING_ROOM_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_TOKEN_FIELD_NUMBER: _ClassVar[int]
     route: str
     limits: _containers.RepeatedCompositeFieldContainer[Limit]
     auth: AuthRequirements
     waiting_room: WaitingRoom
-    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ..., waiting_room: _Optional[_Union[WaitingRoom, _Mapping]] = ...) -> None: ...
+    upstream_token: UpstreamToken
+    def __init__(self, route: _Optional[str] = ..., limits: _Optional[_Iterable[_Union[Limit, _Mapping]]] = ..., auth: _Optional[_Union[AuthRequirements, _Mapping]] = ..., waiting_room: _Optional[_Union[WaitingRoom, _Mapping]] = ..., upstream_token: _Optional[_Union[UpstreamToken, _Mapping]] = ...) -> None: ...
 
 class WaitingRoom(_message.Message):
     __slots__ = ("admit_per_second", "max_waiting", "ticket_ttl_ms", "on_store_failure")
@@ -30,6 +32,14 @@ class WaitingRoom(_message.Message):
     ticket_ttl_ms: int
     on_store_failure: str
     def __init__(self, admit_per_second: _Optional[int] = ..., max_waiting: _Optional[int] = ..., ticket_ttl_ms: _Optional[int] = ..., on_store_failure: _Optional[str] = ...) -> None: ...
+
+class UpstreamToken(_message.Message):
+    __slots__ = ("audience", "exchange_url")
+    AUDIENCE_FIELD_NUMBER: _ClassVar[int]
+    EXCHANGE_URL_FIELD_NUMBER: _ClassVar[int]
+    audience: str
+    exchange_url: str
+    def __init__(self, audience: _Optional[str] = ..., exchange_url: _Optional[str] = ...) -> None: ...
 
 class AuthRequirements(_message.Message):
     __slots__ = ("audiences", "scopes", "roles", "public")

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, WithJso
 from servicekit.durations import Duration, Millis, Rate, human_duration_ms
 from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
+from control_plane.model.validation import Validation
 
 API_VERSION = "gatehouse.io/v1alpha1"
 KIND = "Route"
@@ -790,6 +791,8 @@ class RouteSpec(Model):
     shield: Shield | None = None
     cache: Cache | None = None
     """Per-route response cache; see ``Cache``."""
+    validate_: Validation | None = Field(default=None, alias="validate")
+    """Request validation in the route's HTTP check; see ``control_plane.model.validation``."""
     disabled: Disabled | None = None
 
     @model_validator(mode="after")

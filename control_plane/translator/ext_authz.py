@@ -32,6 +32,7 @@ from servicekit.durations import format_duration_ms
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from control_plane.translator.settings import ExtAuthzSettings as ExtAuthzSettings
 from control_plane.translator.settings import GatewaySettings, RateLimitSettings
+from control_plane.translator.validation import body_check_settings, rules_of, validated_by_authz, validation_policy
 
 EXT_AUTHZ_FILTER = "envoy.filters.http.ext_authz"
 # The second ext_authz filter, for public routes' limits: off in the chain, on per route.
@@ -142,6 +143,9 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
     policy = route_policy(route) if limits else policy_pb2.RoutePolicy(route=route.id)
     auth = route.spec.auth
     policy.auth.SetInParent()
+    rules = rules_of(route)
+    if rules is not None:
+        policy.validation.CopyFrom(validation_policy(rules))
     if public:
         policy.auth.public = True
         return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
@@ -152,13 +156,16 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
 
 
 def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str, Any] | None:
-    """The route's ext_authz settings: off for public routes, else (gRPC) its requirements;
-    over HTTP nothing per route (the rules come over xDS)."""
+    """The route's ext_authz settings: off for public routes (unless they validate
+    requests), else (gRPC) its requirements; over HTTP nothing per route (the rules come
+    over xDS) but, for a body rule, the body to send (``validation``)."""
     auth = route.spec.auth
-    if not auth.required:
+    validated = settings is not None and validated_by_authz(route, settings)
+    if not auth.required and not validated:
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "disabled": True}
     if settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http":
-        return None
+        body = body_check_settings(route) if validated else {}
+        return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": body} if body else None
     extensions = {"route": route.id}
     if auth.audiences:
         extensions["audiences"] = " ".join(auth.audiences)

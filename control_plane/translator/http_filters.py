@@ -27,6 +27,7 @@ from control_plane.translator.router import Router
 from control_plane.translator.shields import AccessList, RouteShield
 from control_plane.translator.tls import Hsts
 from control_plane.translator.tracing import Tracing
+from control_plane.translator.validation import RequestValidation
 
 HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # HSTS first, on a TLS listener: the last filter to see a response, so every local
@@ -52,6 +53,9 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # route's limits too, by default).
     RouteIdentity(),
     ExtAuthz(),
+    # A route's `validate:` rides on that call (its body too, per route); this only
+    # refuses a route whose rules could not be delivered.
+    RequestValidation(),
     # A public route's limits over HTTP: a second ext_authz filter, off but on that route.
     PublicRouteLimits(),
     # With the access log on, the checks' latencies for its event (latency_stamps): one

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#gatehouse/ratelimit/v1/policy.proto\x12\x16gatehouse.ratelimit.v1\"\x83\x01\n\x0bRoutePolicy\x12\r\n\x05route\x18\x01 \x01(\t\x12-\n\x06limits\x18\x02 \x03(\x0b\x32\x1d.gatehouse.ratelimit.v1.Limit\x12\x36\n\x04\x61uth\x18\x03 \x01(\x0b\x32(.gatehouse.ratelimit.v1.AuthRequirements\"T\n\x10\x41uthRequirements\x12\x11\n\taudiences\x18\x01 \x03(\t\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05roles\x18\x03 \x03(\t\x12\x0e\n\x06public\x18\x04 \x01(\x08\"\xa4\x01\n\x05Limit\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x04\x12\x11\n\twindow_ms\x18\x05 \x01(\x04\x12\x15\n\rrefill_tokens\x18\x06 \x01(\x04\x12\x0e\n\x06shadow\x18\x07 \x01(\x08\x12\x0c\n\x04mode\x18\x08 \x01(\t\x12\x18\n\x10on_store_failure\x18\t \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#gatehouse/ratelimit/v1/policy.proto\x12\x16gatehouse.ratelimit.v1\"\xc2\x01\n\x0bRoutePolicy\x12\r\n\x05route\x18\x01 \x01(\t\x12-\n\x06limits\x18\x02 \x03(\x0b\x32\x1d.gatehouse.ratelimit.v1.Limit\x12\x36\n\x04\x61uth\x18\x03 \x01(\x0b\x32(.gatehouse.ratelimit.v1.AuthRequirements\x12=\n\nvalidation\x18\x05 \x01(\x0b\x32).gatehouse.ratelimit.v1.RequestValidation\"\xac\x01\n\x11RequestValidation\x12\x33\n\x07headers\x18\x01 \x03(\x0b\x32\".gatehouse.ratelimit.v1.ValueCheck\x12\x31\n\x05query\x18\x02 \x03(\x0b\x32\".gatehouse.ratelimit.v1.ValueCheck\x12/\n\x04\x62ody\x18\x03 \x01(\x0b\x32!.gatehouse.ratelimit.v1.BodyCheck\"O\n\nValueCheck\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08required\x18\x02 \x01(\x08\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x13\n\x0bschema_json\x18\x04 \x01(\t\"]\n\tBodyCheck\x12\x13\n\x0bschema_json\x18\x01 \x01(\t\x12\x11\n\tmax_bytes\x18\x02 \x01(\r\x12\x16\n\x0e\x61llowed_fields\x18\x03 \x03(\t\x12\x10\n\x08optional\x18\x04 \x01(\x08\"T\n\x10\x41uthRequirements\x12\x11\n\taudiences\x18\x01 \x03(\t\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05roles\x18\x03 \x03(\t\x12\x0e\n\x06public\x18\x04 \x01(\x08\"\xa4\x01\n\x05Limit\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x04\x12\x11\n\twindow_ms\x18\x05 \x01(\x04\x12\x15\n\rrefill_tokens\x18\x06 \x01(\x04\x12\x0e\n\x06shadow\x18\x07 \x01(\x08\x12\x0c\n\x04mode\x18\x08 \x01(\t\x12\x18\n\x10on_store_failure\x18\t \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,9 +32,15 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gatehouse.ratelimit.v1.poli
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ROUTEPOLICY']._serialized_start=64
-  _globals['_ROUTEPOLICY']._serialized_end=195
-  _globals['_AUTHREQUIREMENTS']._serialized_start=197
-  _globals['_AUTHREQUIREMENTS']._serialized_end=281
-  _globals['_LIMIT']._serialized_start=284
-  _globals['_LIMIT']._serialized_end=448
+  _globals['_ROUTEPOLICY']._serialized_end=258
+  _globals['_REQUESTVALIDATION']._serialized_start=261
+  _globals['_REQUESTVALIDATION']._serialized_end=433
+  _globals['_VALUECHECK']._serialized_start=435
+  _globals['_VALUECHECK']._serialized_end=514
+  _globals['_BODYCHECK']._serialized_start=516
+  _globals['_BODYCHECK']._serialized_end=609
+  _globals['_AUTHREQUIREMENTS']._serialized_start=611
+  _globals['_AUTHREQUIREMENTS']._serialized_end=695
+  _globals['_LIMIT']._serialized_start=698
+  _globals['_LIMIT']._serialized_end=862
 # @@protoc_insertion_point(module_scope)

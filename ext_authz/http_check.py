@@ -20,6 +20,10 @@ Order, per request:
 A public route's policy (``auth.public``, through the second, fail-open ext_authz filter)
 stops after step 1: no token is read, no identity returned, ``user`` limits never apply.
 
+4. a route with ``validation`` (``request_validation``): its headers, query and body, last,
+   so a caller denied its token or its quota learns nothing about the rules; a failure is
+   400 ``invalid_request`` naming the field and the rule (on a public route, after step 1).
+
 Answers: 200 with the identity headers (Envoy passes them upstream through
 ``allowed_upstream_headers``) and ``X-RateLimit-*`` of the binding limit (to the client
 through ``allowed_client_headers_on_success``); 401/403 with ``WWW-Authenticate`` and the
@@ -43,6 +47,7 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 from ext_authz import metrics
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.errors import AuthzError, UnavailableError
+from ext_authz.request_validation import Compiler, Invalid, RequestRules
 from ext_authz.responses import denial_parts
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, REQUEST_ID_HEADER, RESPONSE_CACHE_SIZE, USER_ID_HEADER, Authorizer
 from limiter.config import Policies
@@ -82,10 +87,11 @@ class RouteCheck:
     after_auth: tuple[RouteLimit, ...]
     public: bool = False
     """No token: the call decides the route's limits only (``AuthRequirements.public``)."""
+    validation: RequestRules | None = None
 
 
-def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
-    """One route's check from its policy; ValueError if a limit is unusable."""
+def route_check(policy: policy_pb2.RoutePolicy, compiler: Compiler | None = None) -> RouteCheck:
+    """One route's check from its policy; ValueError if a limit or a validation rule is unusable."""
     requirements = {"route": policy.route}
     for name in ("audiences", "scopes", "roles"):
         values = list(getattr(policy.auth, name))
@@ -98,6 +104,7 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         before_auth=tuple(limit for limit in limits if limit.key != "user"),
         after_auth=tuple(limit for limit in limits if limit.key == "user"),
         public=policy.auth.public,
+        validation=(compiler or Compiler()).rules(policy.route, policy.validation) if policy.HasField("validation") else None,
     )
 
 
@@ -106,9 +113,12 @@ class RouteTable:
 
     def __init__(self) -> None:
         self.routes: Mapping[str, RouteCheck] = {}
+        self._compiler = Compiler()
 
     def replace(self, policies: Iterable[policy_pb2.RoutePolicy]) -> None:
-        self.routes = {policy.route: route_check(policy) for policy in policies if policy.HasField("auth")}
+        self._compiler.begin()
+        self.routes = {policy.route: route_check(policy, self._compiler) for policy in policies if policy.HasField("auth")}
+        self._compiler.done()
 
 
 class RouteSubscription:
@@ -210,9 +220,9 @@ class HttpCheck:
         bound = bind_contextvars(request_id=request_id)
         try:
             if self._spans is None:
-                return await self._check(headers, request_id)
+                return await self._check(request, request_id)
             start = time.time_ns()
-            answer = await self._check(headers, request_id)
+            answer = await self._check(request, request_id)
             self._span(self._spans, headers, answer, start)
             return answer
         finally:
@@ -229,7 +239,8 @@ class HttpCheck:
             error=status >= 500,
         )
 
-    async def _check(self, headers: Mapping[str, str], request_id: str) -> bytes:
+    async def _check(self, request: Request, request_id: str) -> bytes:
+        headers = request.headers
         route_id = headers.get(ROUTE_HEADER, "")
         route = self._table.routes.get(route_id)
         if route is None:
@@ -240,6 +251,8 @@ class HttpCheck:
         if route.public:
             # No identity to send: a public route's `user` limits never apply (as with
             # ratelimit_svc, whose descriptor needs the x-user-id a token would have set).
+            if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
+                return self._invalid(route, invalid, request_id)
             self._public.inc()
             limits = _header_lines(rate_limit_headers(first.binding, denied=False)) if first and first.binding else b""
             return b"HTTP/1.1 200 OK\r\n" + limits + b"content-length: 0\r\n\r\n"
@@ -255,6 +268,8 @@ class HttpCheck:
             if first is not None and self._limiter is not None:
                 await refund(self._limiter, first)
             return self._too_many(second, request_id)
+        if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
+            return self._invalid(route, invalid, request_id)
         self._allowed.inc()
         verdict = merge(first, second)
         limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
@@ -285,6 +300,12 @@ class HttpCheck:
         body = json.dumps({"error": {**RATE_LIMITED_BODY, "request_id": request_id}}, separators=(",", ":")).encode()
         lines = [("content-type", "application/json"), ("cache-control", "no-store")]
         return response(429, [*lines, *rate_limit_headers(verdict.binding, denied=True)], body)
+
+    def _invalid(self, route: RouteCheck, invalid: Invalid, request_id: str) -> bytes:
+        """400 (413) naming the field and the rule; the request still counted against its limits."""
+        metrics.DECISIONS.labels("deny", "invalid_request").inc()
+        log.info("request_invalid", route=route.route, location=invalid.location, field=invalid.field, rule=invalid.rule)
+        return invalid.answer(request_id)
 
     def _unknown_route(self, route_id: str, request_id: str) -> bytes:
         """Envoy named a route the table does not hold (yet): the control plane delivers

@@ -153,7 +153,7 @@ class BodyRule:
         try:
             document = json.loads(body)
         except json.JSONDecodeError as exc:
-            return Invalid("body", "", "json", f"the body is not valid JSON: {exc.msg} at byte {exc.pos}")
+            return Invalid("body", "", "json", f"the body is not valid JSON: {exc.msg} (byte {exc.pos})")
         except UnicodeDecodeError:
             return Invalid("body", "", "json", "the body is not valid JSON: not UTF-8")
         except RecursionError:
@@ -163,7 +163,8 @@ class BodyRule:
                 return Invalid("body", "", "type", "the body must be a JSON object")
             for name in document:
                 if name not in self.allowed:
-                    return Invalid("body", _pointer([name]), "allowedFields", "is not an allowed field")
+                    field = _pointer([name])
+                    return Invalid("body", field, "allowedFields", f"body {field} is not an allowed field")
         if self.validator is not None:
             try:
                 self.validator.validate(document)

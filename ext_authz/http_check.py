@@ -20,8 +20,13 @@ Order, per request:
 A public route's policy (``auth.public``, through the second, fail-open ext_authz filter)
 stops after step 1: no token is read, no identity returned, ``user`` limits never apply.
 
-A route with a waiting room meets it last, once everything else passed (``waiting_room``):
-a request it does not admit gives its limits' hits back.
+4. a route with ``validation`` (``request_validation``): its headers, query and body, last,
+   so a caller denied its token or its quota learns nothing about the rules; a failure is
+   400 ``invalid_request`` naming the field and the rule (on a public route, after step 1).
+
+A route with a waiting room meets it after that, once everything else passed
+(``waiting_room``): a request it does not admit gives its limits' hits back. A swap
+route's upstream token comes last.
 
 Answers: 200 with the identity headers (Envoy passes them upstream through
 ``allowed_upstream_headers``) and ``X-RateLimit-*`` of the binding limit (to the client
@@ -51,6 +56,7 @@ from ext_authz import metrics
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.tokens import VerifiedToken
 from ext_authz.errors import AuthzError, UnavailableError
+from ext_authz.request_validation import Compiler, Invalid, RequestRules
 from ext_authz.responses import denial_parts
 from ext_authz.waiting_room import RoomPolicy, WaitingRoomGate, room_policy
 from ext_authz.waiting_room import Verdict as RoomVerdict
@@ -103,10 +109,11 @@ class RouteCheck:
     room: RoomPolicy | None = None
     upstream_token: SwapRule | None = None
     """Token swap (``RoutePolicy.upstream_token``): the upstream gets its own token."""
+    validation: RequestRules | None = None
 
 
-def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
-    """One route's check from its policy; ValueError if a limit is unusable."""
+def route_check(policy: policy_pb2.RoutePolicy, compiler: Compiler | None = None) -> RouteCheck:
+    """One route's check from its policy; ValueError if a limit or a validation rule is unusable."""
     requirements = {"route": policy.route}
     for name in ("audiences", "scopes", "roles"):
         values = list(getattr(policy.auth, name))
@@ -121,6 +128,7 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         public=policy.auth.public,
         room=room_policy(policy.route, policy.waiting_room) if policy.HasField("waiting_room") else None,
         upstream_token=swap_rule(policy),
+        validation=(compiler or Compiler()).rules(policy.route, policy.validation) if policy.HasField("validation") else None,
     )
 
 
@@ -129,9 +137,12 @@ class RouteTable:
 
     def __init__(self) -> None:
         self.routes: Mapping[str, RouteCheck] = {}
+        self._compiler = Compiler()
 
     def replace(self, policies: Iterable[policy_pb2.RoutePolicy]) -> None:
-        self.routes = {policy.route: route_check(policy) for policy in policies if policy.HasField("auth")}
+        self._compiler.begin()
+        self.routes = {policy.route: route_check(policy, self._compiler) for policy in policies if policy.HasField("auth")}
+        self._compiler.done()
 
 
 class RouteSubscription:
@@ -256,9 +267,9 @@ class HttpCheck:
         bound = bind_contextvars(request_id=request_id)
         try:
             if self._spans is None:
-                return await self._check(headers, request_id)
+                return await self._check(request, request_id)
             start = time.time_ns()
-            answer = await self._check(headers, request_id)
+            answer = await self._check(request, request_id)
             self._span(self._spans, headers, answer, start)
             return answer
         finally:
@@ -275,7 +286,8 @@ class HttpCheck:
             error=status >= 500,
         )
 
-    async def _check(self, headers: Mapping[str, str], request_id: str) -> bytes:
+    async def _check(self, request: Request, request_id: str) -> bytes:
+        headers = request.headers
         route_id = headers.get(ROUTE_HEADER, "")
         route = self._table.routes.get(route_id)
         if route is None:
@@ -286,6 +298,8 @@ class HttpCheck:
         if route.public:
             # No identity to send: a public route's `user` limits never apply (as with
             # ratelimit_svc, whose descriptor needs the x-user-id a token would have set).
+            if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
+                return self._invalid(route, invalid, request_id)
             extra = b""
             if route.room is not None:
                 room = await self._room(route.room, headers, request_id, first, None)
@@ -307,6 +321,8 @@ class HttpCheck:
             if first is not None and self._limiter is not None:
                 await refund(self._limiter, first)
             return self._too_many(second, request_id)
+        if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
+            return self._invalid(route, invalid, request_id)
         extra = b""
         if route.room is not None:
             room = await self._room(route.room, headers, request_id, first, second)
@@ -385,6 +401,12 @@ class HttpCheck:
         body = json.dumps({"error": {**RATE_LIMITED_BODY, "request_id": request_id}}, separators=(",", ":")).encode()
         lines = [("content-type", "application/json"), ("cache-control", "no-store")]
         return response(429, [*lines, *rate_limit_headers(verdict.binding, denied=True)], body)
+
+    def _invalid(self, route: RouteCheck, invalid: Invalid, request_id: str) -> bytes:
+        """400 (413) naming the field and the rule; the request still counted against its limits."""
+        metrics.DECISIONS.labels("deny", "invalid_request").inc()
+        log.info("request_invalid", route=route.route, location=invalid.location, field=invalid.field, rule=invalid.rule)
+        return invalid.answer(request_id)
 
     def _unknown_route(self, route_id: str, request_id: str) -> bytes:
         """Envoy named a route the table does not hold (yet): the control plane delivers

@@ -18,6 +18,7 @@ from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 from control_plane.model.waiting_room import WaitingRoom
 from control_plane.model.upstream_token import UPSTREAM_TOKEN_PUBLIC, UpstreamToken
+from control_plane.model.validation import Validation
 
 API_VERSION = "gatehouse.io/v1alpha1"
 KIND = "Route"
@@ -808,6 +809,8 @@ class RouteSpec(Model):
     """Per-route response cache; see ``Cache``."""
     waiting_room: WaitingRoom | None = None
     """Requests beyond ``admitPerSecond`` queue with a ticket (``waiting_room``)."""
+    validate_: Validation | None = Field(default=None, alias="validate")
+    """Request validation in the route's HTTP check; see ``control_plane.model.validation``."""
     disabled: Disabled | None = None
 
     @model_validator(mode="after")

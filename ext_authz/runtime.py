@@ -172,7 +172,7 @@ class ExtAuthz:
                 await check_server.start()
             log.info("ext_authz_started", listen=config.listen, issuers=[i.issuer for i in config.issuers])
             # The long-lived objects are built: keep the cycle collector off them (see control_plane/heap.py).
-            gc.collect()
+            # No collection first: it would hold the loop (gatehouse/commands/serve.py collects before it starts).
             gc.freeze()
             try:
                 while True:

@@ -29,6 +29,7 @@
         expectedInstances: 2
         hybrid: {maxBatch: 100}
       waitingRoom: {ticketKeyFile: wr-key}   # routes' waiting rooms (docs/waiting-room.md)
+      upstreamTokens: {issuer: https://gateway.internal/, keyFile: signing.pem, ttl: 60s}   # token swap
     workers: 2                         # processes behind the ports; default: the CPUs it may use
 """
 
@@ -45,6 +46,7 @@ from servicekit.durations import Duration, Millis
 from servicekit.span_export import SpanExport
 from servicekit.model import Model
 from servicekit.audit_output import AuditOutput
+from ext_authz.upstream_token_config import UpstreamTokens
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
@@ -121,6 +123,8 @@ class Http(Model):
         if self.waiting_room is not None and self.rate_limit is None:
             raise ValueError("waitingRoom: needs rateLimit (the rooms live in its Redis)")
         return self
+    upstream_tokens: UpstreamTokens | None = None
+    """Token swap (``auth.upstreamToken``): without it, a swap route is refused (NACKed)."""
 
 
 class Admin(Model):

@@ -20,11 +20,16 @@ Order, per request:
 A public route's policy (``auth.public``, through the second, fail-open ext_authz filter)
 stops after step 1: no token is read, no identity returned, ``user`` limits never apply.
 
+4. a route with ``validation`` (``request_validation``): its headers, query and body, last,
+   so a caller denied its token or its quota learns nothing about the rules; a failure is
+   400 ``invalid_request`` naming the field and the rule (on a public route, after step 1).
+
+A route with a waiting room meets it after that, once everything else passed
+(``waiting_room``): a request it does not admit gives its limits' hits back. A swap
+route's upstream token comes last.
+
 A route with ``api_keys`` takes an API key in place of the token in step 2 (``api_keys``):
 its consumer is the identity (``x-user-id``, ``x-consumer``) step 3 counts by.
-
-A route with a waiting room meets it last, once everything else passed (``waiting_room``):
-a request it does not admit gives its limits' hits back.
 
 Answers: 200 with the identity headers (Envoy passes them upstream through
 ``allowed_upstream_headers``) and ``X-RateLimit-*`` of the binding limit (to the client
@@ -32,6 +37,10 @@ through ``allowed_client_headers_on_success``); 401/403 with ``WWW-Authenticate`
 JSON body the gRPC transport sends; 429 with ``X-RateLimit-*``, ``Retry-After`` and the
 gateway's ``rate_limited`` JSON body. Counter keys are the ones the RateLimitService
 uses, so switching transports keeps every count.
+
+A swap route (``RoutePolicy.upstream_token``) adds the upstream's own ``authorization``
+to the 200, in place of the client's (ext_authz/upstream_token.py); none to be had is a
+424 the gateway turns into 503 ``upstream_token_unavailable``, its limits' hits given back.
 """
 
 from __future__ import annotations
@@ -50,10 +59,20 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 from ext_authz import metrics
 from ext_authz.api_keys import ApiKeyCheck, KeyRule, denial_for, key_rule, refuse_without_store
 from ext_authz.denial_audit import DenialAudit
+from ext_authz.tokens import VerifiedToken
 from ext_authz.errors import AuthzError, UnavailableError
+from ext_authz.request_validation import Compiler, Invalid, RequestRules
 from ext_authz.responses import denial_parts
 from ext_authz.waiting_room import RoomPolicy, WaitingRoomGate, room_policy
 from ext_authz.waiting_room import Verdict as RoomVerdict
+from ext_authz.upstream_token import (
+    SwapRule,
+    UpstreamTokens,
+    UpstreamTokenUnavailable,
+    swap_refusals,
+    swap_rule,
+    unavailable_parts,
+)
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, REQUEST_ID_HEADER, RESPONSE_CACHE_SIZE, USER_ID_HEADER, Authorizer
 from limiter.config import Policies
 from limiter.engine import Limiter
@@ -95,10 +114,13 @@ class RouteCheck:
     room: RoomPolicy | None = None
     keys: KeyRule | None = None
     """API keys too, or only (``AuthRequirements.api_keys``; ``api_keys``)."""
+    upstream_token: SwapRule | None = None
+    """Token swap (``RoutePolicy.upstream_token``): the upstream gets its own token."""
+    validation: RequestRules | None = None
 
 
-def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
-    """One route's check from its policy; ValueError if a limit is unusable."""
+def route_check(policy: policy_pb2.RoutePolicy, compiler: Compiler | None = None) -> RouteCheck:
+    """One route's check from its policy; ValueError if a limit or a validation rule is unusable."""
     requirements = {"route": policy.route}
     for name in ("audiences", "scopes", "roles"):
         values = list(getattr(policy.auth, name))
@@ -113,6 +135,8 @@ def route_check(policy: policy_pb2.RoutePolicy) -> RouteCheck:
         public=policy.auth.public,
         room=room_policy(policy.route, policy.waiting_room) if policy.HasField("waiting_room") else None,
         keys=key_rule(policy.auth),
+        upstream_token=swap_rule(policy),
+        validation=(compiler or Compiler()).rules(policy.route, policy.validation) if policy.HasField("validation") else None,
     )
 
 
@@ -121,9 +145,12 @@ class RouteTable:
 
     def __init__(self) -> None:
         self.routes: Mapping[str, RouteCheck] = {}
+        self._compiler = Compiler()
 
     def replace(self, policies: Iterable[policy_pb2.RoutePolicy]) -> None:
-        self.routes = {policy.route: route_check(policy) for policy in policies if policy.HasField("auth")}
+        self._compiler.begin()
+        self.routes = {policy.route: route_check(policy, self._compiler) for policy in policies if policy.HasField("auth")}
+        self._compiler.done()
 
 
 class RouteSubscription:
@@ -132,12 +159,20 @@ class RouteSubscription:
     ``http.rateLimit``; a limit the engine refuses) is NACKed and the last one kept."""
 
     def __init__(
-        self, table: RouteTable, policies: Policies, limiter: Limiter | None, *, rooms: bool = False, keys: bool = False
+        self,
+        table: RouteTable,
+        policies: Policies,
+        limiter: Limiter | None,
+        *,
+        rooms: bool = False,
+        upstream_tokens: UpstreamTokens | None = None,
+        keys: bool = False,
     ) -> None:
         self._table = table
         self.limiter = limiter
         self._rooms = rooms
         self._keys = keys
+        self._upstream_tokens = upstream_tokens
         self._source = PolicySource(
             policies.xds.address, node_id=policies.xds.node_id, cluster=policies.xds.cluster, on_update=self._apply
         )
@@ -160,6 +195,9 @@ class RouteSubscription:
                 )
         if not self._keys:
             refuse_without_store(policies)
+        refused = swap_refusals(policies, self._upstream_tokens)
+        if refused:
+            raise ValueError("auth.upstreamToken: " + "; ".join(refused[:5]))
         self._table.replace(policies)
 
     def start(self) -> None:
@@ -221,6 +259,7 @@ class HttpCheck:
         spans: SpanExporter | None = None,
         rooms: WaitingRoomGate | None = None,
         keys: ApiKeyCheck | None = None,
+        upstream_tokens: UpstreamTokens | None = None,
     ) -> None:
         self._rooms = rooms
         self._keys = keys
@@ -234,6 +273,7 @@ class HttpCheck:
         self._unknown_logged: set[str] = set()
         self._on_unknown_route = on_unknown_route
         self._spans = spans
+        self._upstream_tokens = upstream_tokens
 
     async def __call__(self, request: Request) -> bytes:
         headers = request.headers
@@ -241,9 +281,9 @@ class HttpCheck:
         bound = bind_contextvars(request_id=request_id)
         try:
             if self._spans is None:
-                return await self._check(headers, request_id)
+                return await self._check(request, request_id)
             start = time.time_ns()
-            answer = await self._check(headers, request_id)
+            answer = await self._check(request, request_id)
             self._span(self._spans, headers, answer, start)
             return answer
         finally:
@@ -260,7 +300,8 @@ class HttpCheck:
             error=status >= 500,
         )
 
-    async def _check(self, headers: Mapping[str, str], request_id: str) -> bytes:
+    async def _check(self, request: Request, request_id: str) -> bytes:
+        headers = request.headers
         route_id = headers.get(ROUTE_HEADER, "")
         route = self._table.routes.get(route_id)
         if route is None:
@@ -271,6 +312,8 @@ class HttpCheck:
         if route.public:
             # No identity to send: a public route's `user` limits never apply (as with
             # ratelimit_svc, whose descriptor needs the x-user-id a token would have set).
+            if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
+                return self._invalid(route, invalid, request_id)
             extra = b""
             if route.room is not None:
                 room = await self._room(route.room, headers, request_id, first, None)
@@ -292,17 +335,37 @@ class HttpCheck:
             if first is not None and self._limiter is not None:
                 await refund(self._limiter, first)
             return self._too_many(second, request_id)
+        if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
+            return self._invalid(route, invalid, request_id)
         extra = b""
         if route.room is not None:
             room = await self._room(route.room, headers, request_id, first, second)
             if not room.admitted:
                 return room.data
             extra = room.data
+        swap = b""
+        if route.upstream_token is not None:
+            try:
+                swap = self._swap_cached(route.upstream_token, token) or await self._swap(route.upstream_token, token, headers)
+            except AuthzError as exc:
+                # No token for the upstream: the request uses nothing (its hits go back).
+                for verdict in (first, second):
+                    if verdict is not None and self._limiter is not None:
+                        await refund(self._limiter, verdict)
+                if isinstance(exc, UpstreamTokenUnavailable):
+                    metrics.DECISIONS.labels("deny", exc.error).inc()
+                    status, lines, body = unavailable_parts(exc, request_id)
+                    return response(status, lines, body)
+                metrics.DECISIONS.labels("deny", exc.reason).inc()
+                exc.subject, exc.jti = token.subject, token.jti
+                self._audit.denied(exc, route.route, request_id)
+                status, lines, body = denial_parts(exc, request_id)
+                return response(status, lines, body)
         self._allowed.inc()
         verdict = merge(first, second)
         limits = _header_lines(rate_limit_headers(verdict.binding, denied=False)) if verdict and verdict.binding else b""
         identity_lines = self._identity_lines(token.token_hash, token.issuer, identity)
-        return b"HTTP/1.1 200 OK\r\n" + identity_lines + limits + extra + b"content-length: 0\r\n\r\n"
+        return b"HTTP/1.1 200 OK\r\n" + identity_lines + swap + limits + extra + b"content-length: 0\r\n\r\n"
 
     async def _decide(self, route: RouteCheck, headers: Mapping[str, str]) -> tuple[dict[str, str], Any]:
         """An API key where the route takes one and the request sends one (or the route
@@ -323,6 +386,17 @@ class HttpCheck:
                 if hits is not None:
                     await refund(self._limiter, hits)
         return verdict
+
+    def _swap_cached(self, rule: SwapRule, token: VerifiedToken) -> bytes | None:
+        """The warm path, without a coroutine."""
+        assert self._upstream_tokens is not None  # the route table was refused otherwise
+        return self._upstream_tokens.cached(rule, token.token_hash)
+
+    async def _swap(self, rule: SwapRule, token: VerifiedToken, headers: Mapping[str, str]) -> bytes:
+        """The upstream's own ``authorization`` line (ext_authz/upstream_token.py)."""
+        assert self._upstream_tokens is not None  # the route table was refused otherwise
+        client_token = headers.get("authorization", "").partition(" ")[2].strip()
+        return await self._upstream_tokens.line(rule, token.token_hash, token.subject or "", token.expires_at, client_token)
 
     async def _limits(self, limits: tuple[RouteLimit, ...], headers: Mapping[str, str], user: str | None) -> Verdict | None:
         if not limits or self._limiter is None:
@@ -349,6 +423,12 @@ class HttpCheck:
         body = json.dumps({"error": {**RATE_LIMITED_BODY, "request_id": request_id}}, separators=(",", ":")).encode()
         lines = [("content-type", "application/json"), ("cache-control", "no-store")]
         return response(429, [*lines, *rate_limit_headers(verdict.binding, denied=True)], body)
+
+    def _invalid(self, route: RouteCheck, invalid: Invalid, request_id: str) -> bytes:
+        """400 (413) naming the field and the rule; the request still counted against its limits."""
+        metrics.DECISIONS.labels("deny", "invalid_request").inc()
+        log.info("request_invalid", route=route.route, location=invalid.location, field=invalid.field, rule=invalid.rule)
+        return invalid.answer(request_id)
 
     def _unknown_route(self, route_id: str, request_id: str) -> bytes:
         """Envoy named a route the table does not hold (yet): the control plane delivers

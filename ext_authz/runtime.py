@@ -37,6 +37,8 @@ from ext_authz.tickets import TicketSigner, read_key
 from ext_authz.waiting_room import WaitingRoomGate
 from limiter.engine import Limiter
 from limiter.waiting_room_store import WaitingRoomStore
+from ext_authz.upstream_token import UpstreamTokens
+from ext_authz.upstream_token_serving import build_upstream_tokens, jwks_routes
 from limiter.config import build_limiter
 from servicekit.admin_http import AdminServer
 from servicekit.http1_server import Http1Server
@@ -87,7 +89,16 @@ class ExtAuthz:
             return False, "no route table from the control plane yet"
         return True, "ready"
 
-    def _http_check(self, authorizer: Authorizer, service: AuthorizationService, spans: SpanExporter | None) -> Http1Server:
+    def _upstream_tokens(self, session: aiohttp.ClientSession) -> UpstreamTokens | None:
+        """Token swap's signer and exchange client (``http.upstreamTokens``), if configured."""
+        http = self.config.http
+        if http is None or http.upstream_tokens is None:
+            return None
+        return build_upstream_tokens(http.upstream_tokens, session, self.config.resolve)
+
+    def _http_check(
+        self, authorizer: Authorizer, service: AuthorizationService, spans: SpanExporter | None, tokens: UpstreamTokens | None
+    ) -> Http1Server:
         """The lean HTTP transport: the route table from the control plane, the limiter."""
         http = self.config.http
         assert http is not None
@@ -100,8 +111,12 @@ class ExtAuthz:
             assert limiter is not None  # the config refuses waitingRoom without rateLimit
             rooms = waiting_room_gate(limiter, self.config.resolve(http.waiting_room.ticket_key_file))
         keys = ApiKeyCheck(self.mirror) if self.mirror is not None else None  # API keys live beside revocations
-        self.routes = RouteSubscription(table, http.routes, limiter, rooms=rooms is not None, keys=keys is not None)
-        handler = HttpCheck(authorizer, table, limiter, service.denial_audit, spans=spans, rooms=rooms, keys=keys)
+        self.routes = RouteSubscription(
+            table, http.routes, limiter, rooms=rooms is not None, upstream_tokens=tokens, keys=keys is not None
+        )
+        handler = HttpCheck(
+            authorizer, table, limiter, service.denial_audit, spans=spans, rooms=rooms, upstream_tokens=tokens, keys=keys
+        )
         return Http1Server(http.listen, handler)
 
     async def run(self) -> None:
@@ -139,14 +154,17 @@ class ExtAuthz:
             except RuntimeError as exc:
                 raise OSError(f"cannot listen for ext_authz on {config.listen}: {exc}") from exc
             serving = GrpcServing(server, [SERVICE_NAME], self.readiness, what="ext_authz")
-            http = AdminServer("127.0.0.1:0" if shared else config.metrics.listen, readiness=self.readiness)
+            tokens = self._upstream_tokens(session)
+            http = AdminServer(
+                "127.0.0.1:0" if shared else config.metrics.listen, readiness=self.readiness, routes=jwks_routes(tokens)
+            )
             admin = None
             if config.admin is not None:
                 if self.mirror is None:
                     raise ValueError("admin: needs revocation: (the admin API manages revocations)")
                 credential = read_credential(config.resolve(config.admin.credential_file))
                 admin = build_admin_server(self.mirror, self.audit, credential, config.admin.listen, reuse_port=shared)
-            check_server = self._http_check(authorizer, service, spans) if config.http is not None else None
+            check_server = self._http_check(authorizer, service, spans, tokens) if config.http is not None else None
             await serving.start()
             await http.start()
             announce_admin_port(http.port)
@@ -160,7 +178,7 @@ class ExtAuthz:
                 await check_server.start()
             log.info("ext_authz_started", listen=config.listen, issuers=[i.issuer for i in config.issuers])
             # The long-lived objects are built: keep the cycle collector off them (see control_plane/heap.py).
-            gc.collect()
+            # No collection first: it would hold the loop (gatehouse/commands/serve.py collects before it starts).
             gc.freeze()
             try:
                 while True:

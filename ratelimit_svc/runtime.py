@@ -62,7 +62,7 @@ class RateLimitProcess:
         if spans is not None:
             spans.start()
         log.info("ratelimit_started", listen=config.listen, redis=_redacted(config.redis.url))
-        gc.collect()
+        # No collection first: it would hold the loop (gatehouse/commands/serve.py collects before it starts).
         gc.freeze()
         try:
             await asyncio.Event().wait()

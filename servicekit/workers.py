@@ -113,7 +113,8 @@ class Supervisor:
             check_port_free(address)
         host, _, port = self._metrics_address.rpartition(":")
         app = web.Application()
-        app.add_routes([web.get("/healthz", self._healthz), web.get("/readyz", self._readyz), web.get("/metrics", self._metrics)])
+        app.add_routes([web.get("/healthz", self._healthz), web.get("/readyz", self._readyz), web.get("/metrics", self._metrics),
+                        web.get("/.well-known/{name}", self._well_known)])
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host.strip("[]"), int(port), reuse_address=True).start()
@@ -206,6 +207,15 @@ class Supervisor:
             lines.append(f"worker {worker.index}: {state}")
         ready = all(a is not None and a[0] == 200 for a in answers)
         return web.Response(status=200 if ready else 503, text="\n".join(lines) + "\n")
+
+    async def _well_known(self, request: web.Request) -> web.Response:
+        """A document every worker serves alike (ext_authz's upstream-token JWKS): the
+        first worker's answer that is 200; 404 if none has one."""
+        for worker in self._workers:
+            answer = await self._get(worker, request.path)
+            if answer is not None and answer[0] == 200:
+                return web.Response(text=answer[1], content_type="application/json", headers={"cache-control": "max-age=300"})
+        return web.Response(status=404, text="not found\n")
 
     async def _metrics(self, _: web.Request) -> web.Response:
         answers = await asyncio.gather(*(self._get(w, "/metrics") for w in self._workers))

@@ -109,7 +109,7 @@ class TelemetryProcess:
         self.listening = True
         await serving.refresh()  # SERVING now, not at the next poll
         log.info("telemetry_started", listen=config.listen, sink=_sink_name(config))
-        gc.collect()
+        # No collection first: it would hold the loop (gatehouse/commands/serve.py collects before it starts).
         gc.freeze()
         try:
             await asyncio.Event().wait()

@@ -9,6 +9,7 @@ not change the phase calls nobody.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import time
 from collections.abc import Callable, Mapping
@@ -43,6 +44,11 @@ class BreakerState:
     pinned: bool = False
     """An operator's ``open`` or ``close`` holds until the operator releases it; the
     detector keeps counting but does not move a pinned breaker."""
+    probes_spent: int = 0
+    """While HALF_OPEN: probe calls the detector has counted so far (every gateway). Envoy
+    rebuilds a route's probe bucket, full, on every route-table update, so the translator
+    sizes it at ``halfOpenProbes`` minus these: a push for another route cannot hand out
+    the probes again."""
 
 
 CLOSED = BreakerState(Phase.CLOSED, since=0.0, actor=Actor.DETECTOR, reason="", generation=0)
@@ -102,6 +108,13 @@ class BreakerBoard:
         for listener in self._listeners:
             listener(route_id, old, new)
         return new
+
+    def spend_probes(self, route_id: str, spent: int) -> None:
+        """Note probes counted in HALF_OPEN. Not a move: nothing is pushed for it (the next
+        push, for whatever reason, carries the smaller budget), no listener is called."""
+        old = self._states.get(route_id)
+        if old is not None and old.phase is Phase.HALF_OPEN and spent > old.probes_spent:
+            self._states[route_id] = dataclasses.replace(old, probes_spent=spent)
 
     def forget(self, keep: set[str]) -> None:
         """Drop the states of routes that no longer exist (or no longer have a breaker)."""

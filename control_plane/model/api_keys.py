@@ -65,6 +65,8 @@ class _Auth(Protocol):
     def scopes(self) -> list[str]: ...
     @property
     def roles(self) -> list[str]: ...
+    @property
+    def upstream_token(self) -> object | None: ...
 
 
 class _Limit(Protocol):
@@ -84,6 +86,11 @@ def check_api_keys(auth: _Auth, rate_limits: Sequence[_Limit]) -> None:
         for name in ("audiences", "scopes", "roles"):
             if getattr(auth, name):
                 raise ValueError(f"auth.{name}: applies to tokens, and auth.jwt is false (API keys carry none)")
+    if auth.api_keys and auth.upstream_token is not None:
+        raise ValueError(
+            "auth.upstreamToken: swaps a verified token for the upstream's own, and an API-key request has none; "
+            "serve API keys and token swap on separate routes"
+        )
     if auth.api_keys:
         for index, limit in enumerate(rate_limits):
             if limit.key == "apiKey":

@@ -18,6 +18,8 @@ from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
 from control_plane.model.waiting_room import WaitingRoom
 from control_plane.model.api_keys import Consumers, check_api_keys
+from control_plane.model.upstream_token import UPSTREAM_TOKEN_PUBLIC, UpstreamToken
+from control_plane.model.validation import Validation
 
 API_VERSION = "gatehouse.io/v1alpha1"
 KIND = "Route"
@@ -251,6 +253,8 @@ AuthName = Annotated[str, Field(pattern=r"^\S+$", max_length=256)]
 
 
 class Auth(Model):
+    model_config = cel(("!has(self.upstreamToken) || !has(self.required) || self.required", UPSTREAM_TOKEN_PUBLIC))
+
     required: bool = True
     audiences: Annotated[list[AuthName], Field(max_length=32)] = []
     scopes: Annotated[list[AuthName], Field(max_length=32)] = []
@@ -259,6 +263,14 @@ class Auth(Model):
     """Also (or, with ``jwt: false``, only) API keys in ``x-api-key`` (``api_keys``)."""
     jwt: bool = True
     consumers: Consumers | None = None
+    upstream_token: UpstreamToken | None = None
+    """Token swap for a legacy upstream: control_plane/model/upstream_token.py."""
+
+    @model_validator(mode="after")
+    def _upstream_token(self) -> Auth:
+        if self.upstream_token is not None and not self.required:
+            raise ValueError(UPSTREAM_TOKEN_PUBLIC)
+        return self
 
 
 _DEFAULT_AUTH = Auth()
@@ -802,6 +814,8 @@ class RouteSpec(Model):
     """Per-route response cache; see ``Cache``."""
     waiting_room: WaitingRoom | None = None
     """Requests beyond ``admitPerSecond`` queue with a ticket (``waiting_room``)."""
+    validate_: Validation | None = Field(default=None, alias="validate")
+    """Request validation in the route's HTTP check; see ``control_plane.model.validation``."""
     disabled: Disabled | None = None
 
     @model_validator(mode="after")

@@ -16,7 +16,11 @@ request too), which the breaker tallies never count as a call.
 HALF_OPEN admits ``halfOpenProbes`` requests per Envoy: the route's local_ratelimit
 entry (the shield's filter, which it replaces meanwhile) becomes a bucket of that many
 tokens that never refills in practice; the requests it denies get a 503 ``circuit_open``
-(local_replies matches them by the breaker header), whatever the fallback kind.
+(local_replies matches them by the breaker header), whatever the fallback kind. Envoy
+refills that bucket whenever the route table is pushed again (for any route), so it is
+sized at the probes the detector has not yet seen spent (``BreakerState.probes_spent``);
+with none left the route answers its OPEN fallback, marked ``half-open``, until the
+probes' outcome moves it.
 """
 
 from __future__ import annotations
@@ -69,10 +73,17 @@ def _always(runtime_key: str) -> dict[str, Any]:
     return {"runtime_key": runtime_key, "default_value": {"numerator": 100, "denominator": "HUNDRED"}}
 
 
+def probes_left(route: Route, state: BreakerState) -> int:
+    """The probes a HALF_OPEN route may still admit: what the detector has not seen spent.
+    Envoy starts the bucket full at every route-table update, so it holds only these."""
+    assert route.spec.circuit_breaker is not None and route.spec.circuit_breaker.error_rate is not None
+    return max(0, route.spec.circuit_breaker.error_rate.half_open_probes - state.probes_spent)
+
+
 def probe_budget(route: Route, state: BreakerState) -> dict[str, Any]:
     """The HALF_OPEN probe bucket, named after the generation (a fresh one per HALF_OPEN)."""
-    assert route.spec.circuit_breaker is not None and route.spec.circuit_breaker.error_rate is not None
-    probes = route.spec.circuit_breaker.error_rate.half_open_probes
+    probes = probes_left(route, state)
+    assert probes > 0, "a spent budget is answered by the fallback (breaker_entry)"
     return {
         "@type": LOCAL_RATELIMIT_TYPE,
         "stat_prefix": f"breaker_probes_{state.generation}",
@@ -86,11 +97,12 @@ def probe_budget(route: Route, state: BreakerState) -> dict[str, Any]:
 
 def breaker_entry(route: Route, state: BreakerState, now: float, entry: dict[str, Any]) -> None:
     """Rewrite a route entry (its JSON form, in place) for an OPEN or HALF_OPEN breaker."""
-    if state.phase is Phase.HALF_OPEN:
+    if state.phase is Phase.HALF_OPEN and probes_left(route, state) > 0:
         entry.setdefault("typed_per_filter_config", {})[SHIELD_FILTER] = probe_budget(route, state)
         return
+    # OPEN, or HALF_OPEN with every probe spent (awaiting their outcome): the fallback.
     fallback = route.spec.fallback
-    marker = _header(BREAKER_HEADER, "open")
+    marker = _header(BREAKER_HEADER, "open" if state.phase is Phase.OPEN else "half-open")
     if fallback is not None and fallback.backend is not None:
         action = entry["route"]
         action.pop("weighted_clusters", None)

@@ -29,11 +29,13 @@ from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
 from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, public_limits_by_authz, route_policy
 from control_plane.translator.waiting_room import TICKET_CARRIERS, waiting_room_policy
+from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER, add_upstream_token
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
 from servicekit.durations import format_duration_ms
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from control_plane.translator.settings import ExtAuthzSettings as ExtAuthzSettings
 from control_plane.translator.settings import GatewaySettings, RateLimitSettings
+from control_plane.translator.validation import body_check_settings, rules_of, validated_by_authz, validation_policy
 
 EXT_AUTHZ_FILTER = "envoy.filters.http.ext_authz"
 # The second ext_authz filter, for public routes' limits: off in the chain, on per route.
@@ -93,7 +95,8 @@ def _http_filter(settings: ExtAuthzSettings) -> dict[str, Any]:
                 },
                 "path_prefix": CHECK_PATH_PREFIX,
                 "authorization_response": {
-                    "allowed_upstream_headers": _exact(IDENTITY_HEADERS),
+                    # authorization: a swap route's own token for its upstream (upstream_token).
+                    "allowed_upstream_headers": _exact((*IDENTITY_HEADERS, UPSTREAM_TOKEN_HEADER)),
                     "allowed_client_headers_on_success": _exact(CLIENT_HEADERS_ON_SUCCESS),
                 },
             },
@@ -149,6 +152,9 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
         policy.waiting_room.CopyFrom(waiting_room_policy(route.spec.waiting_room))
     auth = route.spec.auth
     policy.auth.SetInParent()
+    rules = rules_of(route)
+    if rules is not None:
+        policy.validation.CopyFrom(validation_policy(rules))
     if public:
         policy.auth.public = True
         return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
@@ -156,19 +162,24 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
     policy.auth.scopes.extend(auth.scopes)
     policy.auth.roles.extend(auth.roles)
     api_key_requirements(policy.auth, auth)
+    add_upstream_token(policy, route)
     return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
 
 
 def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str, Any] | None:
-    """The route's ext_authz settings: off for public routes (but over HTTP on for a public
-    route with a waiting room), else (gRPC) its requirements; over HTTP nothing per route
-    (the rules come over xDS)."""
+    """The route's ext_authz settings: off for public routes (unless they validate
+    requests or have a waiting room, over HTTP), else (gRPC) its requirements; over HTTP
+    nothing per route (the rules come over xDS) but, for a body rule, the body to send
+    (``validation``)."""
     auth = route.spec.auth
     http = settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http"
-    if not auth.required and not (http and route.spec.waiting_room is not None):
+    validated = settings is not None and validated_by_authz(route, settings)
+    if not auth.required and not validated and not (http and route.spec.waiting_room is not None):
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "disabled": True}
     if http:
-        return None  # a public route with a waiting room too: its policy says auth.public
+        # A public route with a waiting room too: its policy says auth.public.
+        body = body_check_settings(route) if validated else {}
+        return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": body} if body else None
     extensions = {"route": route.id}
     if auth.audiences:
         extensions["audiences"] = " ".join(auth.audiences)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from control_plane.translator.access_log import AccessLog
 from control_plane.translator.api_keys import ApiKeysFeature
 from control_plane.translator.ext_authz import ExtAuthz, PublicRouteLimits
+from control_plane.translator.upstream_token import UpstreamTokenCheck
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IdentityHeaders
 from control_plane.translator.latency_stamps import AuthStamp, RateLimitStamp
@@ -29,6 +30,7 @@ from control_plane.translator.shields import AccessList, RouteShield
 from control_plane.translator.tls import Hsts
 from control_plane.translator.tracing import Tracing
 from control_plane.translator.waiting_room import WaitingRoomFeature
+from control_plane.translator.validation import RequestValidation
 
 HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # HSTS first, on a TLS listener: the last filter to see a response, so every local
@@ -54,6 +56,11 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # route's limits too, by default).
     RouteIdentity(),
     ExtAuthz(),
+    # Token swap has no filter: it refuses a swap route the check cannot honour.
+    UpstreamTokenCheck(),
+    # A route's `validate:` rides on that call (its body too, per route); this only
+    # refuses a route whose rules could not be delivered.
+    RequestValidation(),
     # A public route's limits over HTTP: a second ext_authz filter, off but on that route.
     PublicRouteLimits(),
     # Not a filter: a route's waiting room is decided in those checks; this refuses a

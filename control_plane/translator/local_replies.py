@@ -124,6 +124,15 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         "access_denied", "Requests from this address are not allowed.", 403, details_prefix="rbac_access_denied"
     ),
     GatewayError("rate_limit_unavailable", "The rate-limit service could not be reached.", None, flags=("RLSE",)),
+    # A swap route's upstream token could not be had (ext_authz/upstream_token.py answers
+    # 424 with this header: a 5xx would count as the service failing, and fail open).
+    GatewayError(
+        "upstream_token_unavailable",
+        "The gateway could not obtain the upstream service's credential. Retry later.",
+        503,
+        expression="response.code_details.startsWith('ext_authz_denied') && response.code == 424"
+        " && 'x-gatehouse-upstream-token' in response.headers",
+    ),
     # The Authorization service could not answer (its own denials carry ext_authz_denied
     # and their own JSON body, so only the error case is matched here).
     GatewayError(

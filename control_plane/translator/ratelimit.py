@@ -25,6 +25,7 @@ from control_plane.model.schema import RateLimit
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.validation import validated_by_authz
 from control_plane.translator.settings import RateLimitSettings as RateLimitSettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
@@ -120,7 +121,12 @@ def decided_by_authz(route: Route, settings: GatewaySettings) -> bool:
     authz = settings.ext_authz
     if authz is None or not authz.decides_limits:
         return False
-    return route.spec.auth.required or route.spec.waiting_room is not None or public_limits_by_authz(route, settings)
+    return (
+        route.spec.auth.required
+        or route.spec.waiting_room is not None
+        or public_limits_by_authz(route, settings)
+        or validated_by_authz(route, settings)
+    )
 
 
 def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
@@ -138,6 +144,7 @@ def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
         and route.spec.disabled is None
         and bool(route.spec.rate_limits)
         and route.spec.waiting_room is None
+        and not validated_by_authz(route, settings)  # the main filter's call decides them (validation)
         and _header_keys_forwarded(route, authz.forward_headers)
     )
 

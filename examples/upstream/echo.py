@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import sys
 
 from aiohttp import web
@@ -80,7 +81,8 @@ def _fail_ratio(request: web.Request) -> int:
 
 
 async def echo(request: web.Request) -> web.StreamResponse:
-    """Describe the request: upstream name, method, raw path with query, headers."""
+    """Describe the request: upstream name, method, raw path with query, headers, and a
+    body's length and sha256 when it has one."""
     name = request.app[NAME_KEY]
     state = request.app[STATE_KEY]
     state["served"] += 1
@@ -113,6 +115,11 @@ async def echo(request: web.Request) -> web.StreamResponse:
         "path": request.raw_path,
         "headers": headers,
     }
+    if request.can_read_body:
+        # What arrived, without echoing it: a test compares it with what the client sent.
+        received = await request.read()
+        body["bodyBytes"] = len(received)
+        body["bodySha256"] = hashlib.sha256(received).hexdigest()
     return web.json_response(body, status=status, headers=response_headers)
 
 

@@ -148,6 +148,40 @@ def test_a_failing_probe_opens_again(make_stack: StackFactory, tmp_path: Path, r
         telemetry.stop()
 
 
+def test_a_push_while_half_open_does_not_hand_out_the_spent_probes_again(
+    make_stack: StackFactory, tmp_path: Path, refused_address: str
+) -> None:
+    """Envoy rebuilds a route's probe bucket, full, on every route-table push; the control
+    plane sizes it at the probes its tallies have not yet seen spent."""
+    routes = [route("ok"), route("r", circuitBreaker=breaker(minimumCalls=5, halfOpenProbes=3))]
+    stack, telemetry, _ = start(make_stack, tmp_path, refused_address, routes)
+    try:
+        for i in range(5):
+            stack.get(f"/r/{i}?status=503")
+        wait_phase(stack, "r", "open", timeout=5)
+        wait_phase(stack, "r", "half-open", timeout=6)
+        wait_probes_in_envoy(stack)
+        before = served(stack)
+        for i in range(2):
+            assert stack.get(f"/r/probe-{i}").status == 200
+        assert served(stack) - before == 2
+        wait_for(lambda: window(stack, "r")["calls"] == 2, 5, "the two probes counted")
+        assert window(stack, "r")["phase"] == "half-open", "2 of 3 probes"
+
+        # An unrelated push: a new route. Envoy's new route table holds r's bucket afresh.
+        stack.commit_routes({"r.yaml": [*routes, route("late")]}, message="a new route")
+        wait_for(lambda: stack.get("/late").status == 200, 15, "the new route served")
+        before = served(stack)
+        replies = [stack.get(f"/r/after-{i}?status=503") for i in range(10)]
+        assert served(stack) - before == 1, "one probe was left, not three"
+        denied = [r for r in replies if r.headers.get("x-gatehouse-breaker") == "half-open"]
+        assert len(denied) == 9 and all(r.json()["error"]["code"] == "circuit_open" for r in denied), replies
+        wait_phase(stack, "r", "open", timeout=5)
+        assert window(stack, "r")["reason"].startswith("half-open probe failed")
+    finally:
+        telemetry.stop()
+
+
 def test_slow_calls_open_a_slow_call_rule_and_not_an_error_rule(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:
     stack, telemetry, _ = start(make_stack, tmp_path, refused_address, [
         route("ok"),

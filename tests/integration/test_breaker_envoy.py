@@ -160,8 +160,10 @@ def test_half_open_admits_exactly_the_probes_and_an_unrelated_push_refills_them(
         assert reply.status == 503 and reply.headers["x-gatehouse-breaker"] == "half-open", reply
         assert reply.json()["error"]["code"] == "circuit_open" and reply.headers["content-type"] == "application/json"
 
-    # KNOWN LIMITATION, shown as it is: an RDS push for another route (here its breaker
-    # opens) rebuilds Envoy's route table, and with it this route's probe bucket, full.
+    # Without tallies (no telemetry in this stack) the control plane cannot know the probes
+    # were spent: an RDS push for another route (here its breaker opens) rebuilds Envoy's
+    # route table, and with it this bucket, full. With tallies the push carries only the
+    # probes left (test_breaker_detection.py, a push while HALF_OPEN).
     move(stack, credential, "catalog", "open")
     wait_for(lambda: breaker_header(stack, "/catalog") == "open", 5, "/catalog OPEN")
     reached, _ = half_open_round(stack, "/orders", 10)

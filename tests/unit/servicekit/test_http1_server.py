@@ -96,3 +96,36 @@ async def test_two_servers_share_a_port() -> None:
             await Http1Server(f"127.0.0.1:{plain.getsockname()[1]}", handler).start()
     finally:
         plain.close()
+
+
+async def body_handler(request: Request) -> bytes:
+    return response(200, (), f"{len(request.body)}:".encode() + request.body[:16])
+
+
+@pytest.fixture
+async def body_server() -> Http1Server:
+    started = Http1Server("127.0.0.1:0", body_handler, max_body_bytes=100)
+    await started.start()
+    yield started  # type: ignore[misc]
+    await started.stop()
+
+
+async def test_a_body_is_read_by_content_length_and_chunked_and_each_request_has_its_own(body_server: Http1Server) -> None:
+    raw = (
+        b"POST /a HTTP/1.1\r\nhost: a\r\ncontent-length: 11\r\n\r\n{\"a\": true}"
+        b"POST /b HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n3\r\n[1,\r\n2\r\n2]\r\n0\r\n\r\n"
+        b"GET /c HTTP/1.1\r\nhost: a\r\n\r\n"
+    )
+    first, second, third = await exchange(body_server.port, raw, replies=3)
+    assert first.endswith(b'11:{"a": true}') and second.endswith(b"5:[1,2]") and third.endswith(b"0:")
+
+
+async def test_a_body_over_the_bound_is_413_and_a_close_by_length_or_by_bytes(body_server: Http1Server) -> None:
+    # Announced too long: refused before a byte of it is read.
+    [announced] = await exchange(body_server.port, b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 101\r\n\r\n")
+    assert announced.startswith(b"HTTP/1.1 413 ") and b"connection: close" in announced
+    chunks = b"".join(b"20\r\n" + b"x" * 32 + b"\r\n" for _ in range(4)) + b"0\r\n\r\n"
+    [streamed] = await exchange(body_server.port, b"POST / HTTP/1.1\r\nhost: a\r\ntransfer-encoding: chunked\r\n\r\n" + chunks)
+    assert streamed.startswith(b"HTTP/1.1 413 ") and b"connection: close" in streamed
+    [exact] = await exchange(body_server.port, b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 100\r\n\r\n" + b"y" * 100)
+    assert exact.startswith(b"HTTP/1.1 200 ") and exact.endswith(b"100:" + b"y" * 16)

@@ -98,6 +98,7 @@ def test_open_waits_then_half_opens_then_probes_decide() -> None:
     assert board.get(ROUTE).reason == "waited 5s in open"
     detector.ingest(calls(timers, 2))
     assert board.get(ROUTE).phase is Phase.HALF_OPEN, "2 of 3 probes"
+    assert board.get(ROUTE).probes_spent == 2, "the next push gives Envoy one probe, not three"
     detector.ingest(calls(timers, 1))
     assert board.get(ROUTE).phase is Phase.CLOSED
     assert [e.details["to"] for e in audit.events] == ["open", "half-open", "closed"]

@@ -36,6 +36,10 @@ CASES = {
         "  auth: {apiKeys: true, consumers: {only: [partner-a]}}",
         f"{FILE}:7: spec.auth.consumers.only: unknown field",
     ),
+    "keys with token swap": (
+        "  auth: {apiKeys: true, upstreamToken: {audience: legacy}}",
+        "auth.upstreamToken: swaps a verified token for the upstream's own, and an API-key request has none",
+    ),
     "an apiKey limit on a key route": (
         "  auth: {apiKeys: true}\n  rateLimits: [{key: apiKey, limit: 5, window: 1s}]",
         "rateLimits[0].key: apiKey on a route that takes API keys would name counters by the secret key; use key: user",

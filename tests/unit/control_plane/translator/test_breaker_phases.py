@@ -75,6 +75,40 @@ def test_a_move_retranslates_that_route_alone_and_closing_gives_the_usual_entry(
     assert entries(translator, routes, board) == closed
 
 
+def test_a_push_while_half_open_carries_only_the_probes_not_yet_spent() -> None:
+    """Envoy rebuilds the bucket full on every route-table push: it must hold only what is left."""
+    board = BreakerBoard(clock=lambda: 1000.0)
+    translator = RouteTranslator(GatewaySettings(), clock=lambda: 1000.0)
+    routes = load()
+    board.move("shop/orders", Phase.HALF_OPEN, actor=Actor.OPERATOR, reason="t")
+    bucket = entries(translator, routes, board)["shop/orders"]["typed_per_filter_config"]["envoy.filters.http.local_ratelimit"]
+    assert bucket["token_bucket"]["max_tokens"] == 2
+
+    board.spend_probes("shop/orders", 1)
+    assert board.get("shop/orders").phase is Phase.HALF_OPEN and board.get("shop/orders").generation == 1
+    bucket = entries(translator, routes, board)["shop/orders"]["typed_per_filter_config"]["envoy.filters.http.local_ratelimit"]
+    assert bucket["token_bucket"] == {"max_tokens": 1, "tokens_per_fill": 1, "fill_interval": "31536000s"}
+
+    board.spend_probes("shop/orders", 2)
+    spent = entries(translator, routes, board)["shop/orders"]
+    assert "envoy.filters.http.local_ratelimit" not in spent.get("typed_per_filter_config", {})
+    assert spent["direct_response"]["status"] == 503, "no probe left: the fallback (circuit_open), not the backends"
+    headers = {h["header"]["key"]: h["header"]["value"] for h in spent["response_headers_to_add"]}
+    assert headers["x-gatehouse-breaker"] == "half-open" and headers["retry-after"] == "1"
+
+
+def test_spent_probes_count_only_in_half_open_and_never_go_down() -> None:
+    board = BreakerBoard(clock=lambda: 1000.0)
+    board.spend_probes("shop/orders", 2)
+    assert board.get("shop/orders").probes_spent == 0, "CLOSED: nothing to spend"
+    board.move("shop/orders", Phase.HALF_OPEN, actor=Actor.OPERATOR, reason="t")
+    board.spend_probes("shop/orders", 2)
+    board.spend_probes("shop/orders", 1)
+    assert board.get("shop/orders").probes_spent == 2
+    board.move("shop/orders", Phase.HALF_OPEN, actor=Actor.OPERATOR, reason="t")
+    assert board.get("shop/orders").probes_spent == 0, "a fresh HALF_OPEN, a fresh budget"
+
+
 def test_retry_after_rounds_up_and_is_at_least_one_second() -> None:
     board = BreakerBoard(clock=lambda: 100.0)
     state = board.move("a/b", Phase.OPEN, actor=Actor.DETECTOR, reason="t", open_for=2.01)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 import yaml
 
 from control_plane.render import MAP_FIELDS, canonical, resource_data, to_yaml
@@ -107,17 +105,6 @@ def test_rendering_is_the_same_in_every_process() -> None:
         assert process.returncode == 0, stderr
         outputs.add(stdout)
     assert len(outputs) == 1, "\n=====\n".join(sorted(outputs))
-
-
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """`gatehouse.cli.main` configures structlog for the whole process, writing to the
-    sys.stderr of that moment: under capsys, a capture stream that is closed after the
-    test. Later tests that log (the translator warns about unenforced fields) would then
-    fail with "I/O operation on closed file", so the previous configuration is put back."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
 
 
 @pytest.mark.parametrize("case", ["path_kinds", "retries", "weighted_backends", "design_example"])

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#gatehouse/ratelimit/v1/policy.proto\x12\x16gatehouse.ratelimit.v1\"\xbe\x01\n\x0bRoutePolicy\x12\r\n\x05route\x18\x01 \x01(\t\x12-\n\x06limits\x18\x02 \x03(\x0b\x32\x1d.gatehouse.ratelimit.v1.Limit\x12\x36\n\x04\x61uth\x18\x03 \x01(\x0b\x32(.gatehouse.ratelimit.v1.AuthRequirements\x12\x39\n\x0cwaiting_room\x18\x04 \x01(\x0b\x32#.gatehouse.ratelimit.v1.WaitingRoom\"m\n\x0bWaitingRoom\x12\x18\n\x10\x61\x64mit_per_second\x18\x01 \x01(\r\x12\x13\n\x0bmax_waiting\x18\x02 \x01(\r\x12\x15\n\rticket_ttl_ms\x18\x03 \x01(\x04\x12\x18\n\x10on_store_failure\x18\x04 \x01(\t\"\xae\x01\n\x10\x41uthRequirements\x12\x11\n\taudiences\x18\x01 \x03(\t\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05roles\x18\x03 \x03(\t\x12\x0e\n\x06public\x18\x04 \x01(\x08\x12\x10\n\x08\x61pi_keys\x18\x05 \x01(\x08\x12\x15\n\rapi_keys_only\x18\x06 \x01(\x08\x12\x17\n\x0f\x61llow_consumers\x18\x07 \x03(\t\x12\x16\n\x0e\x64\x65ny_consumers\x18\x08 \x03(\t\"\xa4\x01\n\x05Limit\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x04\x12\x11\n\twindow_ms\x18\x05 \x01(\x04\x12\x15\n\rrefill_tokens\x18\x06 \x01(\x04\x12\x0e\n\x06shadow\x18\x07 \x01(\x08\x12\x0c\n\x04mode\x18\x08 \x01(\t\x12\x18\n\x10on_store_failure\x18\t \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#gatehouse/ratelimit/v1/policy.proto\x12\x16gatehouse.ratelimit.v1\"\xbc\x02\n\x0bRoutePolicy\x12\r\n\x05route\x18\x01 \x01(\t\x12-\n\x06limits\x18\x02 \x03(\x0b\x32\x1d.gatehouse.ratelimit.v1.Limit\x12\x36\n\x04\x61uth\x18\x03 \x01(\x0b\x32(.gatehouse.ratelimit.v1.AuthRequirements\x12\x39\n\x0cwaiting_room\x18\x04 \x01(\x0b\x32#.gatehouse.ratelimit.v1.WaitingRoom\x12=\n\x0eupstream_token\x18\x06 \x01(\x0b\x32%.gatehouse.ratelimit.v1.UpstreamToken\x12=\n\nvalidation\x18\x05 \x01(\x0b\x32).gatehouse.ratelimit.v1.RequestValidation\"m\n\x0bWaitingRoom\x12\x18\n\x10\x61\x64mit_per_second\x18\x01 \x01(\r\x12\x13\n\x0bmax_waiting\x18\x02 \x01(\r\x12\x15\n\rticket_ttl_ms\x18\x03 \x01(\x04\x12\x18\n\x10on_store_failure\x18\x04 \x01(\t\"7\n\rUpstreamToken\x12\x10\n\x08\x61udience\x18\x01 \x01(\t\x12\x14\n\x0c\x65xchange_url\x18\x02 \x01(\t\"\xac\x01\n\x11RequestValidation\x12\x33\n\x07headers\x18\x01 \x03(\x0b\x32\".gatehouse.ratelimit.v1.ValueCheck\x12\x31\n\x05query\x18\x02 \x03(\x0b\x32\".gatehouse.ratelimit.v1.ValueCheck\x12/\n\x04\x62ody\x18\x03 \x01(\x0b\x32!.gatehouse.ratelimit.v1.BodyCheck\"O\n\nValueCheck\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08required\x18\x02 \x01(\x08\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x13\n\x0bschema_json\x18\x04 \x01(\t\"]\n\tBodyCheck\x12\x13\n\x0bschema_json\x18\x01 \x01(\t\x12\x11\n\tmax_bytes\x18\x02 \x01(\r\x12\x16\n\x0e\x61llowed_fields\x18\x03 \x03(\t\x12\x10\n\x08optional\x18\x04 \x01(\x08\"\xae\x01\n\x10\x41uthRequirements\x12\x11\n\taudiences\x18\x01 \x03(\t\x12\x0e\n\x06scopes\x18\x02 \x03(\t\x12\r\n\x05roles\x18\x03 \x03(\t\x12\x0e\n\x06public\x18\x04 \x01(\x08\x12\x10\n\x08\x61pi_keys\x18\x05 \x01(\x08\x12\x15\n\rapi_keys_only\x18\x06 \x01(\x08\x12\x17\n\x0f\x61llow_consumers\x18\x07 \x03(\t\x12\x16\n\x0e\x64\x65ny_consumers\x18\x08 \x03(\t\"\xa4\x01\n\x05Limit\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x11\n\talgorithm\x18\x03 \x01(\t\x12\r\n\x05limit\x18\x04 \x01(\x04\x12\x11\n\twindow_ms\x18\x05 \x01(\x04\x12\x15\n\rrefill_tokens\x18\x06 \x01(\x04\x12\x0e\n\x06shadow\x18\x07 \x01(\x08\x12\x0c\n\x04mode\x18\x08 \x01(\t\x12\x18\n\x10on_store_failure\x18\t \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,11 +32,19 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gatehouse.ratelimit.v1.poli
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ROUTEPOLICY']._serialized_start=64
-  _globals['_ROUTEPOLICY']._serialized_end=254
-  _globals['_WAITINGROOM']._serialized_start=256
-  _globals['_WAITINGROOM']._serialized_end=365
-  _globals['_AUTHREQUIREMENTS']._serialized_start=368
-  _globals['_AUTHREQUIREMENTS']._serialized_end=542
-  _globals['_LIMIT']._serialized_start=545
-  _globals['_LIMIT']._serialized_end=709
+  _globals['_ROUTEPOLICY']._serialized_end=380
+  _globals['_WAITINGROOM']._serialized_start=382
+  _globals['_WAITINGROOM']._serialized_end=491
+  _globals['_UPSTREAMTOKEN']._serialized_start=493
+  _globals['_UPSTREAMTOKEN']._serialized_end=548
+  _globals['_REQUESTVALIDATION']._serialized_start=551
+  _globals['_REQUESTVALIDATION']._serialized_end=723
+  _globals['_VALUECHECK']._serialized_start=725
+  _globals['_VALUECHECK']._serialized_end=804
+  _globals['_BODYCHECK']._serialized_start=806
+  _globals['_BODYCHECK']._serialized_end=899
+  _globals['_AUTHREQUIREMENTS']._serialized_start=902
+  _globals['_AUTHREQUIREMENTS']._serialized_end=1076
+  _globals['_LIMIT']._serialized_start=1079
+  _globals['_LIMIT']._serialized_end=1243
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,190 @@
+"""Token swap for legacy upstreams: the ``authorization`` line the HTTP check answers with
+on a route with ``auth.upstreamToken`` (docs/upstream-token.md).
+
+After the client's token passed, the upstream gets, instead of it, either
+
+- an internal JWT signed here (``UpstreamSigner``): ``iss`` configured, ``sub`` the
+  verified subject, ``aud`` the route's audience, ``exp`` = min(now + ttl, the client
+  token's exp); or
+- with ``exchange``, a token from an RFC 8693 endpoint (``TokenExchange``).
+
+Envoy puts the line upstream through ``allowed_upstream_headers``, replacing the client's
+``authorization``. A line is kept per (client token, audience, exchange URL) and reused
+until shortly before its token expires (``REUSE_MARGIN_*``; a token already capped at the
+client token's exp, to that exp) and never past the client token's exp, so a warm check costs one dict lookup and a clock read. Concurrent misses
+for one key share a single exchange call. The cache is bounded: when full, the older
+half goes.
+
+Failure policy: no token (exchange down, slow, refusing, or answering nonsense) denies
+the request. The answer is 424 with ``x-gatehouse-upstream-token: unavailable``, which
+the gateway's local reply mapper turns into 503 ``upstream_token_unavailable`` with
+``Retry-After`` (control_plane/translator/local_replies.py): a 5xx from this service
+would be taken by Envoy as the service failing, and under ``failOpen`` pass the
+client's own token upstream. Failures are not cached: the next request tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import structlog
+
+from ext_authz.errors import ForbiddenError, UnavailableError
+from ext_authz.token_exchange import ExchangeFailed, TokenExchange
+from ext_authz.upstream_signer import UpstreamSigner
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+
+log = structlog.get_logger(component="ext_authz.upstream_token")
+
+UNAVAILABLE_STATUS = 424
+"""Not 5xx, so Envoy passes this denial on; the local reply mapper makes it a 503."""
+UNAVAILABLE_HEADER = "x-gatehouse-upstream-token"
+REUSE_MARGIN_SECONDS = 10.0
+REUSE_MARGIN_FRACTION = 0.25
+"""A token is reused until min(10 s, a quarter of its lifetime) before it expires."""
+
+Key = tuple[bytes, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class SwapRule:
+    """A route's ``upstreamToken`` as the control plane sent it."""
+
+    audience: str
+    exchange_url: str = ""
+
+
+def swap_rule(policy: policy_pb2.RoutePolicy) -> SwapRule | None:
+    if not policy.HasField("upstream_token"):
+        return None
+    return SwapRule(policy.upstream_token.audience, policy.upstream_token.exchange_url)
+
+
+def swap_refusals(policies: Iterable[policy_pb2.RoutePolicy], tokens: UpstreamTokens | None) -> list[str]:
+    """Why each swap route in a table cannot be served here (empty: all can)."""
+    found = []
+    for policy in policies:
+        rule = swap_rule(policy) if policy.HasField("auth") else None
+        if rule is None:
+            continue
+        reason = "ext_authz has no http.upstreamTokens" if tokens is None else tokens.refuses(rule)
+        if reason is not None:
+            found.append(f"{policy.route} {reason}")
+    return sorted(found)
+
+
+class UpstreamTokenUnavailable(UnavailableError):
+    status = UNAVAILABLE_STATUS
+    error = "upstream_token_unavailable"
+
+
+def unavailable_parts(error: UpstreamTokenUnavailable, request_id: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    body = json.dumps(
+        {"error": {"code": error.error, "reason": error.reason, "message": error.message, "request_id": request_id}},
+        separators=(",", ":"),
+    ).encode()
+    headers = [
+        ("content-type", "application/json"),
+        ("cache-control", "no-store"),
+        ("retry-after", "1"),
+        (UNAVAILABLE_HEADER, "unavailable"),
+    ]
+    return error.status, headers, body
+
+
+def _reuse_until(now: float, expires_at: float, client_expires_at: float) -> float:
+    """Shortly before the token's exp; but a token capped at the client token's exp is kept
+    to the end (a new one could not live longer), and nothing outlives the client token."""
+    if expires_at >= client_expires_at:
+        return client_expires_at
+    lifetime = expires_at - now
+    return expires_at - min(REUSE_MARGIN_SECONDS, lifetime * REUSE_MARGIN_FRACTION)
+
+
+class UpstreamTokens:
+    def __init__(
+        self,
+        *,
+        signer: UpstreamSigner | None,
+        exchange: TokenExchange | None,
+        ttl: float,
+        cache_size: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.signer = signer
+        self._exchange = exchange
+        self._ttl = ttl
+        self._size = cache_size
+        self._clock = clock
+        self._lines: dict[Key, tuple[bytes, float]] = {}
+        self._inflight: dict[Key, asyncio.Future[tuple[bytes, float]]] = {}
+
+    def refuses(self, rule: SwapRule) -> str | None:
+        """Why this process cannot serve the rule (None if it can): a NACK's reason."""
+        if not rule.exchange_url and self.signer is None:
+            return "needs a signed token and http.upstreamTokens has no keyFile"
+        if rule.exchange_url and self._exchange is None:
+            return "needs a token exchange and this process has no exchange client"
+        return None
+
+    def cached(self, rule: SwapRule, token_hash: bytes) -> bytes | None:
+        """The warm path: the line still fit for reuse, or None (then ``line``)."""
+        cached = self._lines.get((token_hash, rule.audience, rule.exchange_url))
+        if cached is not None and cached[1] > self._clock():
+            return cached[0]
+        return None
+
+    async def line(self, rule: SwapRule, token_hash: bytes, subject: str, client_expires_at: float, client_token: str) -> bytes:
+        """``authorization: Bearer <upstream token>\\r\\n``; UpstreamTokenUnavailable if none
+        can be had now, ForbiddenError (403) for a token without ``sub`` to sign for."""
+        key = (token_hash, rule.audience, rule.exchange_url)
+        cached = self._lines.get(key)
+        if cached is not None and cached[1] > self._clock():
+            return cached[0]
+        if not rule.exchange_url:
+            if not subject:
+                raise ForbiddenError("no_subject", "the token has no subject to pass to this route's upstream")
+            return self._store(key, self._signed(rule, subject, client_expires_at))
+        pending = self._inflight.get(key)
+        if pending is None:
+            pending = self._inflight[key] = asyncio.ensure_future(self._exchanged(rule, client_token, client_expires_at))
+            pending.add_done_callback(lambda done: self._settled(key, done))
+        return self._store(key, await asyncio.shield(pending))
+
+    def _settled(self, key: Key, done: asyncio.Future[tuple[bytes, float]]) -> None:
+        """The call is over: the next miss makes a new one. An exchange whose callers all
+        went away (Envoy gave up on the checks) still caches its token for the next one."""
+        self._inflight.pop(key, None)
+        if not done.cancelled() and done.exception() is None:
+            self._store(key, done.result())
+
+    def _store(self, key: Key, entry: tuple[bytes, float]) -> bytes:
+        if len(self._lines) >= self._size:
+            for old in list(itertools.islice(self._lines, max(1, self._size // 2))):
+                del self._lines[old]
+        self._lines[key] = entry
+        return entry[0]
+
+    def _signed(self, rule: SwapRule, subject: str, client_expires_at: float) -> tuple[bytes, float]:
+        assert self.signer is not None  # refused at NACK time otherwise
+        now = self._clock()
+        expires_at = int(min(now + self._ttl, client_expires_at))
+        token = self.signer.sign(subject, rule.audience, int(now), expires_at)
+        return b"authorization: Bearer " + token.encode("ascii") + b"\r\n", _reuse_until(now, expires_at, client_expires_at)
+
+    async def _exchanged(self, rule: SwapRule, client_token: str, client_expires_at: float) -> tuple[bytes, float]:
+        assert self._exchange is not None
+        try:
+            answer = await self._exchange.exchange(rule.exchange_url, client_token, rule.audience)
+        except ExchangeFailed as exc:
+            log.warning("upstream_token_exchange_failed", audience=rule.audience[:200], reason=exc.reason, detail=str(exc))
+            raise UpstreamTokenUnavailable(exc.reason, "the upstream's credential could not be obtained; retry later") from None
+        now = self._clock()
+        expires_at = now + (answer.expires_in if answer.expires_in is not None else self._ttl)
+        line = b"authorization: Bearer " + answer.access_token.encode("ascii") + b"\r\n"
+        return line, _reuse_until(now, expires_at, client_expires_at)

@@ -1,0 +1,82 @@
+"""The HTTP check's answer on a swap route, in process, with a real Limiter on a real
+redis-server and a real RFC 8693 endpoint (tests/harness/token_exchange.py): the OK
+answer carries the upstream's ``authorization`` after the identity headers, and a request
+that gets no upstream token uses none of the route's limits (its hits go back)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ext_authz.denial_audit import DenialAudit
+from ext_authz.http_check import HttpCheck, RouteTable
+from ext_authz.jwks import IssuerKeys
+from ext_authz.service import Authorizer
+from ext_authz.token_exchange import TokenExchange
+from ext_authz.tokens import TokenVerifier
+from ext_authz.upstream_signer import UpstreamSigner
+from ext_authz.upstream_token import UpstreamTokens
+from limiter import Limiter
+from servicekit.audit import MemoryAuditSink
+from tests.harness.ports import refused_port
+from tests.harness.redis import RedisServer
+from tests.harness.token_exchange import TokenExchangeServer
+from tests.integration.test_http_check_limits import PEER, Gate, limit, policy
+from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, issuer, rsa_key
+
+
+@pytest.fixture
+async def swap_gate(redis: RedisServer) -> AsyncIterator[Gate]:
+    clock = FakeClock(NOW)
+    config = issuer()
+    keys = IssuerKeys(config, FakeSource(rsa_key().jwk()), clock=FakeClock(100.0))
+    await keys.refresh()
+    verifier = TokenVerifier([keys], cache_size=100, max_token_bytes=8192, clock=clock)
+    authorizer = Authorizer(verifier, {ISSUER: config}, None, clock=clock)
+    limiter = Limiter(url=redis.url, timeout=0.5)
+    table = RouteTable()
+    async with aiohttp.ClientSession() as session:
+        tokens = UpstreamTokens(
+            signer=UpstreamSigner(ec.generate_private_key(ec.SECP256R1()), issuer="https://gateway.internal/"),
+            exchange=TokenExchange(session, timeout=1.0), ttl=60.0, cache_size=100, clock=clock,
+        )
+        check = HttpCheck(authorizer, table, limiter, DenialAudit(MemoryAuditSink()), upstream_tokens=tokens)
+        yield Gate(check, table, limiter, redis)
+    await limiter.close()
+
+
+def swap_policy(audience: str, url: str = "", *limits: object) -> object:
+    route = policy(*limits)  # type: ignore[arg-type]
+    route.upstream_token.audience = audience
+    route.upstream_token.exchange_url = url
+    return route
+
+
+async def test_the_ok_answer_carries_the_upstreams_authorization(swap_gate: Gate) -> None:
+    server = TokenExchangeServer().start()
+    try:
+        for url, expected in (("", "eyJ"), (server.url, "exchanged-1-for-ledger")):
+            swap_gate.table.replace([swap_policy("ledger", url)])  # type: ignore[list-item]
+            status, headers, _ = await swap_gate.ask(rsa_key().sign(claims()))
+            assert status == 200 and headers["x-user-id"] == "user-1"
+            assert headers["authorization"].startswith(f"Bearer {expected}")
+    finally:
+        server.stop()
+
+
+async def test_no_upstream_token_uses_none_of_the_routes_limits(swap_gate: Gate) -> None:
+    per_ip, per_user = limit(0, "ip", 100), limit(1, "user", 100)
+    with refused_port() as port:
+        swap_gate.table.replace([swap_policy("ledger", f"http://127.0.0.1:{port}/token", per_ip, per_user)])  # type: ignore[list-item]
+        for _ in range(3):
+            status, headers, body = await swap_gate.ask(rsa_key().sign(claims()))
+            assert (status, headers["x-gatehouse-upstream-token"], headers["retry-after"]) == (424, "unavailable", "1")
+            assert b'"reason":"connection"' in body
+    assert swap_gate.count(per_ip, f"remote_address={PEER}") == 0
+    assert swap_gate.count(per_user, "user=user-1") == 0
+    swap_gate.table.replace([swap_policy("ledger", "", per_ip, per_user)])  # type: ignore[list-item]
+    assert (await swap_gate.ask(rsa_key().sign(claims())))[0] == 200
+    assert (swap_gate.count(per_ip, f"remote_address={PEER}"), swap_gate.count(per_user, "user=user-1")) == (1, 1), "a served one counts"

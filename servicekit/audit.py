@@ -30,6 +30,9 @@ CONFIG_APPLIED: Final = "config.applied"
 CONFIG_REJECTED: Final = "config.rejected"
 CONFIG_NACKED: Final = "config.nacked"
 BREAKER_TRANSITION: Final = "breaker.transition"
+APIKEY_CREATED: Final = "apikey.created"
+APIKEY_REVOKED: Final = "apikey.revoked"
+"""An API key made or revoked (``gatehouse apikey``, or a Secret synced): consumer and key id, never the key."""
 
 Detail = str | int | float | bool | None
 

@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from gatehouse.commands.revocations import _operator
+from servicekit.audit import APIKEY_CREATED, APIKEY_REVOKED
 
 REDIS_ENV = "GATEHOUSE_REDIS_URL"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 _CONSUMER = re.compile(r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?")
 _KEY_ID = re.compile(r"[0-9a-f]{8}")
-APIKEY_CREATED = "apikey.created"
-APIKEY_REVOKED = "apikey.revoked"
 
 
 class CommandError(Exception):

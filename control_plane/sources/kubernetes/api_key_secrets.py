@@ -39,6 +39,7 @@ import structlog
 from control_plane.model.api_keys import CONSUMER_PATTERN
 from control_plane.sources.kubernetes.watch import Changes, Object
 from servicekit.api_key_store import ApiKey, KeyStoreUnavailable
+from servicekit.audit import APIKEY_CREATED, APIKEY_REVOKED, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="source.kubernetes.api_keys")
 
@@ -95,8 +96,9 @@ class ApiKeySecrets:
     """The labelled Secrets (``apply``, from their watch) and the loop that writes them to
     the key store (``run``) while ``may_write()`` (the Lease is held)."""
 
-    def __init__(self, store: KeyStore, *, may_write: Callable[[], bool]) -> None:
+    def __init__(self, store: KeyStore, *, may_write: Callable[[], bool], audit: AuditSink | None = None) -> None:
         self._store = store
+        self._audit = audit or LogAuditSink()
         self._may_write = may_write
         self._keys: dict[str, ApiKey] = {}
         """Secret namespace/name → the key it describes (valid Secrets only)."""
@@ -138,12 +140,17 @@ class ApiKeySecrets:
             if key.source.startswith(SOURCE_PREFIX) and key_id not in wanted:
                 await self._store.remove_key(key_id)
                 self.writes += 1
-                log.info("api_key_removed", key_id=key_id, consumer=key.consumer, source=key.source)
+                self._emit(APIKEY_REVOKED, key)
         for key_id, key in wanted.items():
             if stored.get(key_id) != key:
                 await self._store.add_key(key)
                 self.writes += 1
-                log.info("api_key_synced", key_id=key_id, consumer=key.consumer, source=key.source)
+                self._emit(APIKEY_CREATED, key)
+
+    def _emit(self, kind: str, key: ApiKey) -> None:
+        """The audit event of a sync write: consumer, key id, the Secret; never the key."""
+        details = {"key_id": key.key_id, "source": key.source}
+        self._audit.emit(AuditEvent(kind=kind, actor="control_plane", subject=key.consumer, details=details))
 
     async def run(self) -> None:
         while True:

@@ -15,6 +15,7 @@ import pytest
 
 from control_plane.sources.kubernetes.api_key_secrets import SECRET_TYPE, ApiKeySecrets, secret_key
 from servicekit.api_key_store import ApiKey
+from servicekit.audit import MemoryAuditSink
 from tests.unit.ext_authz.revocation.fake_store import FakeStore
 
 DIGEST = hashlib.sha256(b"ghk_0a1b2c3d_secret").hexdigest()
@@ -64,7 +65,8 @@ async def test_reconcile_adds_removes_and_leaves_cli_keys_alone() -> None:
     stale = ApiKey("eeeeeeee", "partner-y", bytes(32), 1.0, "kubernetes:gw/gone")
     await store.add_key(cli)
     await store.add_key(stale)
-    sync = ApiKeySecrets(store, may_write=lambda: True)
+    audit = MemoryAuditSink()
+    sync = ApiKeySecrets(store, may_write=lambda: True, audit=audit)
     sync.apply({"gw/apikey-a": secret(), "gw/broken": secret("broken", keyId="nothex")})
     assert list(sync.invalid) == ["gw/broken"]
     await sync.reconcile()
@@ -76,6 +78,9 @@ async def test_reconcile_adds_removes_and_leaves_cli_keys_alone() -> None:
     sync.apply({"gw/apikey-a": None})
     await sync.reconcile()
     assert {e.value for e in await store.scan("key")} == {"ffffffff"}
+    assert [(e.kind, e.subject, e.details["key_id"]) for e in audit.events] == [
+        ("apikey.revoked", "partner-y", "eeeeeeee"), ("apikey.created", "partner-a", "0a1b2c3d"), ("apikey.revoked", "partner-a", "0a1b2c3d"),
+    ]
 
 
 async def test_only_the_lease_holder_writes() -> None:

@@ -238,3 +238,26 @@ async def test_a_mirror_loads_keys_at_resync() -> None:
         assert mirror.api_key(key_hash(key), time.time()) == stored
     finally:
         await mirror.stop()
+
+
+async def test_a_key_is_found_by_the_hash_of_what_was_sent_and_nothing_else(gate: Gate) -> None:
+    """The only lookup a check makes is the dict lookup of the sha256 of the whole key sent:
+    a key sharing a long prefix with a real one is just another digest (no comparison of
+    secrets, so nothing for timing to leak)."""
+    key, stored = record()
+    await gate.add(stored)
+    gate.route(only=True)
+    entries = gate.mirror._state.entries  # noqa: SLF001 - the mirror's set, observed
+
+    class Recording(dict[bytes, ApiKey]):
+        seen: list[bytes] = []
+
+        def get(self, digest: bytes, default: ApiKey | None = None) -> ApiKey | None:  # type: ignore[override]
+            self.seen.append(digest)
+            return super().get(digest, default)
+
+    entries.api_keys = Recording(entries.api_keys)
+    near = key[:-1] + ("B" if key[-1] != "B" else "C")
+    assert [(await gate.ask(key=k))[0] for k in (key, near)] == [200, 401]
+    assert Recording.seen == [hashlib.sha256(key.encode()).digest(), hashlib.sha256(near.encode()).digest()]
+    assert all(isinstance(k, bytes) and len(k) == 32 for k in entries.api_keys), "the set holds digests, never keys"

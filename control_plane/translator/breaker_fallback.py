@@ -45,7 +45,8 @@ def reroute_filter() -> dict[str, Any]:
     """Disabled: a route turns it on (``enable_reroute``) only while HALF_OPEN.
 
     A ``TypedStruct``: xds-protos 1.85 lacks ``clear_route_cache`` (Envoy 1.40 has it and
-    converts the struct with its own descriptors, so a wrong field is still refused)."""
+    converts the struct itself). ParseDict cannot check the struct's fields, so
+    ``envoy --mode validate`` does (test_envoy_validate: it refuses a misspelt one)."""
     return {
         "name": REROUTE_FILTER,
         "disabled": True,

@@ -15,22 +15,28 @@ request too), which the breaker tallies never count as a call.
 
 HALF_OPEN admits ``halfOpenProbes`` requests per Envoy: the route's local_ratelimit
 entry (the shield's filter, which it replaces meanwhile) becomes a bucket of that many
-tokens that never refills in practice; the requests it denies get a 503 ``circuit_open``
-(local_replies matches them by the breaker header), whatever the fallback kind. Envoy
-refills that bucket whenever the route table is pushed again (for any route), so it is
-sized at the probes the detector has not yet seen spent (``BreakerState.probes_spent``);
-with none left the route answers its OPEN fallback, marked ``half-open``, until the
-probes' outcome moves it.
+tokens that never refills in practice. With a ``response`` or ``backend`` fallback the
+other requests get that fallback, as OPEN answers it (breaker_fallback: the bucket marks
+them and Envoy matches them again, to a copy of the entry as OPEN); with ``circuitOpen``
+or none the bucket denies them, a 503 ``circuit_open`` (local_replies matches them by the
+breaker header).
+Envoy refills the bucket whenever the route table is pushed again (for any route), so
+it is sized at the probes the detector has not yet seen spent
+(``BreakerState.probes_spent``); with none left the route's entry is its OPEN fallback,
+marked ``half-open``, until the probes' outcome moves it.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from control_plane.breakers.board import BreakerState, Phase
 from control_plane.model.route import Route
+from control_plane.translator.breaker_fallback import REROUTE_FILTER, enable_reroute, non_probe_entry, reroutes, shadow
 from control_plane.translator.local_replies import BREAKER_HEADER, CIRCUIT_OPEN_MESSAGE, GatewayError, error_body
 from control_plane.translator.shields import LOCAL_RATELIMIT_TYPE, SHIELD_FILTER
 from control_plane.translator.names import ClusterRef
@@ -95,10 +101,27 @@ def probe_budget(route: Route, state: BreakerState) -> dict[str, Any]:
     }
 
 
+def half_open_fallback(route: Route, state: BreakerState, now: float, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """For a HALF_OPEN route with a response or backend fallback: the entry (a copy of
+    ``entry``, as CLOSED builds it) that answers a non-probe as OPEN does, to be matched
+    ahead of ``entry``; None for any other route or phase."""
+    if state.phase is not Phase.HALF_OPEN or not reroutes(route) or probes_left(route, state) == 0:
+        return None  # with no probe left, the entry itself is the fallback (breaker_entry)
+    fallback = copy.deepcopy(entry)
+    breaker_entry(route, dataclasses.replace(state, phase=Phase.OPEN), now, fallback)
+    return non_probe_entry(fallback)
+
+
 def breaker_entry(route: Route, state: BreakerState, now: float, entry: dict[str, Any]) -> None:
     """Rewrite a route entry (its JSON form, in place) for an OPEN or HALF_OPEN breaker."""
     if state.phase is Phase.HALF_OPEN and probes_left(route, state) > 0:
-        entry.setdefault("typed_per_filter_config", {})[SHIELD_FILTER] = probe_budget(route, state)
+        per_filter = entry.setdefault("typed_per_filter_config", {})
+        if reroutes(route):
+            # Non-probes are marked, not denied, and matched again (breaker_fallback).
+            per_filter[SHIELD_FILTER] = shadow(probe_budget(route, state))
+            per_filter[REROUTE_FILTER] = enable_reroute()
+        else:
+            per_filter[SHIELD_FILTER] = probe_budget(route, state)
         return
     # OPEN, or HALF_OPEN with every probe spent (awaiting their outcome): the fallback.
     fallback = route.spec.fallback

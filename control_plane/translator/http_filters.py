@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from control_plane.translator.access_log import AccessLog
 from control_plane.translator.api_keys import ApiKeysFeature
+from control_plane.translator.breaker_fallback import BreakerReroute
 from control_plane.translator.ext_authz import ExtAuthz, PublicRouteLimits
 from control_plane.translator.upstream_token import UpstreamTokenCheck
 from control_plane.translator.feature import HttpFeature
@@ -49,6 +50,9 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # on `low` routes): a flood is cut before the calls out to ext_authz and ratelimit_svc.
     AccessList(),
     RouteShield(),
+    # A HALF_OPEN breaker's non-probe, marked by the shield's filter (its probe bucket), is
+    # matched again here, to the route's fallback: before every filter that reads the route.
+    BreakerReroute(),
     LoadShedding(),
     # Authentication, then the global rate limit, which may key on the identity it set.
     # Over HTTP, the route's name for the check is set just before it (and one call

@@ -34,6 +34,7 @@ from envoy.extensions.path.rewrite.uri_template.v3 import uri_template_rewrite_p
 from envoy.extensions.retry.host.previous_hosts.v3 import previous_hosts_pb2  # noqa: F401
 from envoy.extensions.transport_sockets.tls.v3 import secret_pb2, tls_pb2  # noqa: F401
 from envoy.extensions.upstreams.http.v3 import http_protocol_options_pb2  # noqa: F401
+from xds.type.v3 import typed_struct_pb2  # noqa: F401
 from google.protobuf import json_format
 from google.protobuf.message import Message
 

@@ -27,7 +27,7 @@ from control_plane.model.schema import (
     Retries,
 )
 from control_plane.breakers.board import BreakerState
-from control_plane.translator.breaker_phases import breaker_entry
+from control_plane.translator.breaker_phases import breaker_entry, half_open_fallback
 from control_plane.translator.http_filters import HTTP_FEATURES
 from control_plane.translator.messages import RouteEntry, parse
 from control_plane.translator.names import METADATA_NAMESPACE, ClusterRef
@@ -246,7 +246,8 @@ def _entry(
     settings: GatewaySettings,
     breaker: BreakerState | None,
     now: float,
-) -> dict[str, Any]:
+) -> list[dict[str, Any]]:
+    """The entry, and ahead of it a HALF_OPEN non-probe's fallback entry if it has one."""
     spec = route.spec
     methods, retries = group.methods, group.retried
     match = dict(variant.match)
@@ -286,9 +287,11 @@ def _entry(
         entry["response_headers_to_add"] = _headers_to_add(rules.response.set)
     if rules.response.remove:
         entry["response_headers_to_remove"] = list(rules.response.remove)
-    if breaker is not None:
-        breaker_entry(route, breaker, now, entry)
-    return entry
+    if breaker is None:
+        return [entry]
+    fallback = half_open_fallback(route, breaker, now, entry)
+    breaker_entry(route, breaker, now, entry)
+    return [entry] if fallback is None else [fallback, entry]
 
 
 def route_stat_prefix(route: Route) -> str:
@@ -328,7 +331,8 @@ def route_entries(
     """The Envoy route entries for one route, in match order; ``breaker`` is an OPEN or
     HALF_OPEN breaker's state (see breaker_phases.effective_phase), ``now`` the time of translation."""
     return [
-        parse(RouteEntry, _entry(route, variant, group, settings, breaker, now))
+        parse(RouteEntry, entry)
         for variant in _path_variants(route)
         for group in _method_groups(route)
+        for entry in _entry(route, variant, group, settings, breaker, now)
     ]

@@ -146,3 +146,92 @@ async def test_the_publisher_rebuilds_on_a_board_move() -> None:
         assert b"circuit_open" in b"".join(r.body for r in current.routes.values())
     finally:
         task.cancel()
+
+
+FALLBACK_ROUTES = """\
+apiVersion: gatehouse.io/v1alpha1
+kind: Route
+metadata: {name: catalog, namespace: shop}
+spec:
+  match: {pathPrefix: /catalog}
+  backends: [{service: catalog, port: 8080}]
+  circuitBreaker: {errorRate: {windowCalls: 40, halfOpenProbes: 2}}
+  fallback: {response: {status: 200, body: '{"stale": true}'}}
+---
+apiVersion: gatehouse.io/v1alpha1
+kind: Route
+metadata: {name: search, namespace: shop}
+spec:
+  match: {pathPrefix: /search}
+  backends: [{service: search, port: 8080}]
+  circuitBreaker: {errorRate: {windowCalls: 40}}
+  fallback: {backend: {service: search-cache, port: 8080}}
+---
+apiVersion: gatehouse.io/v1alpha1
+kind: Route
+metadata: {name: orders, namespace: shop}
+spec:
+  match: {pathPrefix: /orders}
+  backends: [{service: orders, port: 8080}]
+  circuitBreaker: {errorRate: {windowCalls: 40}}
+"""
+
+
+def test_half_open_non_probes_are_marked_and_matched_again_to_the_open_fallback_ahead() -> None:
+    routes, problems = parse_route_file(FALLBACK_ROUTES, Origin("git", "routes.yaml", revision="a" * 40))
+    assert problems == []
+    board = BreakerBoard(clock=lambda: 1000.0)
+    translator = RouteTranslator(GatewaySettings(), clock=lambda: 1000.0)
+    opened: dict[str, list[dict[str, Any]]] = {}
+    for route in routes:
+        board.move(route.id, Phase.OPEN, actor=Actor.OPERATOR, reason="t", open_for=30)
+    for entry in resource_data(translator.translate(routes, board.states()).routes[0])["virtual_hosts"][0]["routes"]:
+        opened.setdefault(entry["name"], []).append(entry)
+    for route in routes:
+        board.move(route.id, Phase.HALF_OPEN, actor=Actor.OPERATOR, reason="t")
+    half: dict[str, list[dict[str, Any]]] = {}
+    for entry in resource_data(translator.translate(routes, board.states()).routes[0])["virtual_hosts"][0]["routes"]:
+        half.setdefault(entry["name"], []).append(entry)
+    mark = {"name": "x-gatehouse-breaker", "string_match": {"exact": "half-open"}}
+
+    for name in ("shop/catalog", "shop/search"):
+        non_probe, probe = half[name]
+        assert non_probe["match"]["headers"] == [mark], "the fallback entry matches only marked requests, first"
+        [open_entry] = opened[name]
+        assert {k: v for k, v in non_probe.items() if k not in ("match", "request_headers_to_add", "response_headers_to_add")} == {
+            k: v for k, v in open_entry.items() if k not in ("match", "request_headers_to_add", "response_headers_to_add")
+        }, "a non-probe is answered as OPEN answers"
+        marks = [h["header"]["value"] for h in non_probe["response_headers_to_add"] if h["header"]["key"] == "x-gatehouse-breaker"]
+        assert marks == ["half-open"]
+        bucket = probe["typed_per_filter_config"]["envoy.filters.http.local_ratelimit"]
+        assert bucket["filter_enforced"]["default_value"].get("numerator", 0) == 0, "shadow mode: the bucket never denies"
+        assert bucket["request_headers_to_add_when_not_enforced"][0]["header"] == {"key": "x-gatehouse-breaker", "value": "half-open"}
+        assert probe["typed_per_filter_config"]["gatehouse.breaker_reroute"]["@type"].endswith("route.v3.FilterConfig")
+        assert "headers" not in probe["match"]
+    assert half["shop/search"][0]["route"]["cluster"] == "shop/search-cache:8080"
+    assert half["shop/search"][1]["route"]["cluster"] == "shop/search:8080"
+
+    [orders] = half["shop/orders"]
+    bucket = orders["typed_per_filter_config"]["envoy.filters.http.local_ratelimit"]
+    assert bucket["filter_enforced"]["default_value"]["numerator"] == 100, "circuitOpen: the bucket denies (circuit_open)"
+    assert "gatehouse.breaker_reroute" not in orders["typed_per_filter_config"]
+
+
+def test_with_every_probe_spent_a_fallback_route_is_its_open_fallback_alone() -> None:
+    routes, problems = parse_route_file(FALLBACK_ROUTES, Origin("git", "routes.yaml", revision="a" * 40))
+    assert problems == []
+    board = BreakerBoard(clock=lambda: 1000.0)
+    translator = RouteTranslator(GatewaySettings(), clock=lambda: 1000.0)
+    for route in routes:
+        board.move(route.id, Phase.HALF_OPEN, actor=Actor.OPERATOR, reason="t")
+        board.spend_probes(route.id, 100)
+    half: dict[str, list[dict[str, Any]]] = {}
+    for entry in resource_data(translator.translate(routes, board.states()).routes[0])["virtual_hosts"][0]["routes"]:
+        half.setdefault(entry["name"], []).append(entry)
+    [search] = half["shop/search"]
+    assert search["route"]["cluster"] == "shop/search-cache:8080" and "headers" not in search["match"]
+    assert "typed_per_filter_config" not in search or "gatehouse.breaker_reroute" not in search["typed_per_filter_config"]
+    [catalog] = half["shop/catalog"]
+    assert "direct_response" in catalog
+    marks = [h["header"]["value"] for h in catalog["response_headers_to_add"] if h["header"]["key"] == "x-gatehouse-breaker"]
+    assert marks == ["half-open"]

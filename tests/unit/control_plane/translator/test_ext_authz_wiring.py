@@ -64,7 +64,7 @@ def test_without_ext_authz_only_the_header_mutation_and_router_run() -> None:
     translation = translate(GatewaySettings())
     assert filter_names(translation) == [
         RESPONSE_HEADERS_FILTER, HEADER_MUTATION_FILTER, BODY_SIZE_LIMIT_FILTER,
-        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit",
+        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", "gatehouse.breaker_reroute",
         "gatehouse.cache_request", "envoy.filters.http.cache", ROUTER_FILTER
     ]
     assert EXT_AUTHZ_CLUSTER not in clusters_by_name(translation)

@@ -227,7 +227,7 @@ def test_listener_takes_routes_over_rds_from_ads() -> None:
     # Identity headers are stripped on every route, even without ext_authz.
     assert [f["name"] for f in hcm["http_filters"]] == [
         "gatehouse.response_headers", "envoy.filters.http.header_mutation", "envoy.filters.http.body_size_limit",
-        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit",
+        "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", "gatehouse.breaker_reroute",
         "gatehouse.cache_request", "envoy.filters.http.cache", "envoy.filters.http.router"
     ]
     removed = [m["remove"] for m in hcm["http_filters"][1]["typed_config"]["mutations"]["request_mutations"]]

@@ -2,7 +2,8 @@
 ``gatehouse apikey create --secret`` writes (the key's hash only), and the key works
 through real Envoy and ext_authz; delete the Secret, and it is refused within a second.
 A malformed Secret is skipped (logged by name and field) while the others keep working,
-and keys made with the CLI are never removed by the sync."""
+and keys made with the CLI are never removed by the sync. The Route CRD stores key routes
+and its CEL refuses bad consumer lists."""
 
 from __future__ import annotations
 
@@ -144,3 +145,21 @@ def test_a_secret_applied_is_a_key_and_deleting_it_refuses_the_key_within_a_seco
     for path in tmp_path.rglob("*.log"):
         text = path.read_text(errors="replace")
         assert key not in text and cli_key not in text, f"a key in {path}"
+
+
+def test_the_crd_takes_api_key_routes_and_its_cel_refuses_empty_consumer_lists(api: KubeAPIServer, namespace: str) -> None:
+    """The CRD generated from the schema: a Route with apiKeys and consumers is stored; an
+    empty consumers block and a bad consumer name are refused by the API server itself."""
+    def route(name: str, auth: dict[str, Any]) -> dict[str, Any]:
+        spec = {"match": {"pathPrefix": f"/{name}"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": auth}
+        return {"apiVersion": "gatehouse.io/v1alpha1", "kind": "Route", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
+
+    apply(api, route("partners", {"apiKeys": True, "jwt": False, "consumers": {"allow": ["partner-a"]}}))
+    stored = json.loads(api.kubectl("get", "route", "partners", "-n", namespace, "-o", "json").stdout)
+    assert stored["spec"]["auth"] == {"apiKeys": True, "jwt": False, "consumers": {"allow": ["partner-a"]}}
+    for name, auth, message in [
+        ("empty", {"apiKeys": True, "consumers": {}}, "list consumers in allow or deny"),
+        ("capitals", {"apiKeys": True, "consumers": {"deny": ["Partner-A"]}}, "spec.auth.consumers.deny[0]"),
+    ]:
+        result = api.kubectl("apply", "-f", "-", input=yaml.safe_dump(route(name, auth)), check=False)
+        assert result.returncode != 0 and message in result.stderr, result.stderr

@@ -4,7 +4,9 @@
      ├── AuthzError                 deny; ``status`` and ``error`` go to the client
      │    ├── TokenError            401 invalid_token: missing, malformed, bad signature, expired...
      │    │    └── RevokedError     401 invalid_token: the token's jti is revoked
+     │    ├── ApiKeyError           401 invalid_key: an API key missing, malformed or unknown (api_keys.py)
      │    ├── ForbiddenError        403 insufficient_scope: valid token, not allowed here (or blocked)
+     │    │    └── ConsumerForbidden 403: an API key's consumer not let in (api_keys.py)
      │    └── UnavailableError      503: no keys or no revocation data, under a fail-closed policy
      ├── JwksFetchError             an issuer's JWKS could not be fetched or used (``source``: URL
      │                              or file; ``reason``); the keys already held are kept

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ext_authz.errors import AuthzError, ForbiddenError
+from ext_authz.errors import ApiKeyError, AuthzError, ConsumerForbidden
 from ext_authz.responses import denial_parts
 from ext_authz.revocation_mirror import RevocationMirror
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -42,16 +42,6 @@ KEY_PREFIX: Final = "ghk_"
 MAX_KEY_BYTES: Final = 256
 """A longer header is no key of ours: refused before it is hashed."""
 KEY_CHALLENGE: Final = f'ApiKey realm="gatehouse", header="{API_KEY_HEADER}"'
-
-
-class ApiKeyError(AuthzError):
-    """401 invalid_key: the key is missing, malformed or unknown (or revoked)."""
-
-    error = "invalid_key"
-
-
-class ConsumerForbidden(ForbiddenError):
-    """403: a known key whose consumer the route does not let in."""
 
 
 def new_key() -> tuple[str, str]:

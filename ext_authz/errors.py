@@ -114,3 +114,13 @@ class CredentialError(ExtAuthzError, ValueError):
         super().__init__(f"{origin}: {reason}")
         self.origin = origin
         self.reason = reason
+
+
+class ApiKeyError(AuthzError):
+    """401 invalid_key: an API key missing, malformed or unknown (or revoked); ``api_keys.py``."""
+
+    error = "invalid_key"
+
+
+class ConsumerForbidden(ForbiddenError):
+    """403: a known API key whose consumer the route does not let in."""

@@ -10,6 +10,8 @@ It holds what more than one service needs and nothing that belongs to one of the
 - serving: gRPC health and reflection (``grpc_serving``), the admin HTTP server with
   /healthz, /readyz and /metrics (``admin_http``), logs (``logs``), the event-loop
   watchdog (``loop_watchdog``), child processes (``child_process``);
+- API keys as stored, their Redis layout and writer (``api_key_store``: ext_authz reads
+  them, the control plane and the CLI write them);
 - the Python code generated from ``protos/`` (``protos``).
 
 Layers (checked by tests/unit/test_layers.py), bottom up:

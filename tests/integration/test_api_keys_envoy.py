@@ -1,7 +1,8 @@
 """API keys through real Envoy, two ext_authz processes, Redis and the control plane:
 ``gatehouse apikey create`` → the key works on every instance → ``revoke`` refuses it
 everywhere within 1 s; ``user`` limits count per consumer; wrong and missing keys get 401;
-consumers allow/deny; the key wins over a token, neither gets both challenges; the key is
+consumers allow/deny; the key wins over a token, neither gets both challenges; a Redis outage
+fails key checks closed and recovers; the key is
 stored only as its hash and never reaches the upstream, a response or a log.
 """
 
@@ -192,3 +193,27 @@ def test_limits_count_per_consumer_and_bad_keys_get_401(stack: KeyStack) -> None
             text = path.read_bytes()
             for key in (key_a, key_b, key_c, wrong):
                 assert key.encode() not in text, f"a key in {path}"
+
+
+def test_a_redis_outage_fails_key_checks_closed_and_they_recover_without_restart(stack: KeyStack) -> None:
+    """``revocation.onUnavailable: closed`` (the default) holds for keys as for tokens: once
+    the mirror cannot vouch for its keys it answers 503 (the client sees the gateway's own
+    503). Redis is the keys' source of truth: this test Redis comes back empty, so the key is
+    refused (401), and once the record is restored (as from Redis persistence) it works
+    again, with no restart of anything."""
+    key_id, key = stack.create("partner-a")
+    stack.wait_accepted(key)
+    with redis_client.Redis.from_url(stack.redis.url) as client:
+        record = client.get(f"gatehouse:apikey:{key_id}")
+    assert record is not None
+    gateway = stack.gateway.client()
+    stack.redis.kill()
+    wait_for(lambda: gateway.request("/orders/1", headers={"x-api-key": key}).status == 503, 15, "503 while Redis is down")
+    assert gateway.request("/orders/1", headers={"x-api-key": key}).json()["error"]["code"] == "authorization_unavailable"
+    assert any(s.metric("gatehouse_authz_decisions_total", result="deny", reason="revocation_unavailable") >= 1 for s in stack.services)
+
+    stack.redis.restart()  # empty: the store lost the key, and the mirrors follow the store
+    wait_for(lambda: gateway.request("/orders/1", headers={"x-api-key": key}).status == 401, 20, "the lost key refused")
+    with redis_client.Redis.from_url(stack.redis.url) as client:
+        client.set(f"gatehouse:apikey:{key_id}", record)  # restored; the mirrors' next resync (2s) finds it
+    wait_for(lambda: gateway.request("/orders/1", headers={"x-api-key": key}).status == 200, 20, "the restored key accepted")

@@ -7,6 +7,7 @@ never by name: other sessions on the same machine run the same binaries.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -21,13 +22,43 @@ POLL_INTERVAL = 0.05
 _TAIL_BYTES = 256 * 1024
 
 
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def _outside_ephemeral(range_file: str = EPHEMERAL_RANGE_FILE) -> tuple[int, int] | None:
+    """Ports the kernel never hands to an outgoing connection, or None if unknown."""
+    try:
+        with open(range_file) as ports:
+            low, high = (int(part) for part in ports.read().split())
+    except (OSError, ValueError):
+        return None
+    if low > 12000:
+        return 10000, low - 1
+    if high < 63000:
+        return high + 1, 65535
+    return None
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the kernel picks it). There is a
-    small window before the caller binds it: fine for tests and a dev stack, far safer
-    than constants."""
+    """A TCP port on 127.0.0.1 that was free a moment ago. There is a small window before
+    the caller binds it: fine for tests and a dev stack, far safer than constants. Chosen
+    below (or above) the kernel's ephemeral range: a port the kernel picked would be in it,
+    and any outgoing connection made in that window (a busy test run makes thousands) may
+    be given the same port, so the service then fails to bind it."""
+    span = _outside_ephemeral()
+    if span is not None:
+        for _ in range(200):
+            port = random.randint(*span)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+        port = sock.getsockname()[1]
+        assert isinstance(port, int)
         return port
 
 

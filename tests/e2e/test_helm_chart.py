@@ -927,7 +927,7 @@ def api(tools: KubeTools, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     try:
         # The CRD for real first, so Route objects validate against it.
         server.kubectl("apply", "--server-side", "-f", str(CRD))
-        server.kubectl("wait", "--for=condition=Established", "crd/routes.gatehouse.io", "--timeout=60s")
+        server.wait_established("routes.gatehouse.io")
         for namespace in (NAMESPACE, "shop", "monitoring"):
             server.kubectl("create", "namespace", namespace)
         # Pod Security "restricted": dry runs of workloads print a warning on any violation.

@@ -677,7 +677,7 @@ PROMETHEUS_RULE_CRD: dict[str, Any] = {
 
 def test_api_server_stores_the_rendered_prometheus_rule_and_dashboard(api: KubeAPIServer, tools: KubeTools, helm_home: Path) -> None:
     api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(PROMETHEUS_RULE_CRD))
-    api.kubectl("wait", "--for=condition=Established", "crd/prometheusrules.monitoring.coreos.com", "--timeout=60s")
+    api.wait_established("prometheusrules.monitoring.coreos.com")
 
     values = [
         *DASHBOARD_ON, *RULES_ON,
@@ -984,7 +984,7 @@ def kube_names(api: KubeAPIServer, *args: str) -> set[str]:
 def test_api_server_stores_the_monitors_and_they_select_the_charts_services_and_pods(api: KubeAPIServer, tmp_path: Path) -> None:
     for crd in (SERVICE_MONITOR_CRD, POD_MONITOR_CRD):
         api.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(crd))
-        api.kubectl("wait", "--for=condition=Established", f"crd/{crd['metadata']['name']}", "--timeout=60s")
+        api.wait_established(crd["metadata"]["name"])
     prefix = f"{SCRAPE_RELEASE}-gatehouse"
     monitored = ["-l", f"app.kubernetes.io/instance={SCRAPE_RELEASE}", "-n", "monitoring"]
     install = api.helm(

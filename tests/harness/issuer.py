@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +13,7 @@ from aiohttp import web
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from .ports import free_port
+from .threaded_app import ThreadedApp
 
 
 def forge_signature(token: str) -> str:
@@ -86,45 +85,21 @@ class JwksServer:
     def __init__(self, issuer: TestIssuer, *, max_age: int = 3600) -> None:
         self.issuer = issuer
         self.max_age = max_age
-        self.port = free_port()
         self.fetches = 0
-        self._ready = threading.Event()
-        self._stop: Any = None
-        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._app = ThreadedApp(lambda app: app.router.add_get("/.well-known/jwks.json", self._jwks), name="JWKS server")
+        self.port = self._app.port
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/.well-known/jwks.json"
 
     def start(self) -> JwksServer:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise TimeoutError("JWKS server did not start")
+        self._app.start()
         return self
 
-    def _serve(self) -> None:
-        import asyncio
-
-        async def jwks(_: web.Request) -> web.Response:
-            self.fetches += 1
-            return web.json_response(self.issuer.jwks(), headers={"Cache-Control": f"max-age={self.max_age}"})
-
-        async def main() -> None:
-            app = web.Application()
-            app.router.add_get("/.well-known/jwks.json", jwks)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", self.port).start()
-            stop = asyncio.Event()
-            self._stop = (asyncio.get_running_loop(), stop)
-            self._ready.set()
-            await stop.wait()
-            await runner.cleanup()
-
-        asyncio.run(main())
+    async def _jwks(self, _: web.Request) -> web.Response:
+        self.fetches += 1
+        return web.json_response(self.issuer.jwks(), headers={"Cache-Control": f"max-age={self.max_age}"})
 
     def stop(self) -> None:
-        if self._stop is not None:
-            loop, event = self._stop
-            loop.call_soon_threadsafe(event.set)
-            self._thread.join(timeout=5)
+        self._app.stop()

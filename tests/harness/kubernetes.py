@@ -25,6 +25,7 @@ import os
 import secrets
 import ssl
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
@@ -455,6 +456,20 @@ class KubeAPIServer:
         """Run the pinned kubectl against this server as admin; raise KubectlError on failure
         unless check=False."""
         return self._run([self.tools.kubectl, f"--kubeconfig={self.kubeconfig}", *args], input, check, timeout)
+
+    def wait_established(self, crd: str, timeout: float = 60.0) -> None:
+        """Until the CRD is Established. Not ``kubectl wait --for=condition=Established``:
+        it fails at once ("status.conditions accessor error: <nil>") when it reads the CRD
+        before the API server has written any condition, as a loaded machine shows."""
+        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.kubectl("get", f"crd/{crd}", "-o", f"jsonpath={jsonpath}", check=False)
+            if found.returncode == 0 and found.stdout.strip() == "True":
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"crd/{crd} not Established after {timeout:.0f}s: {found.stdout.strip() or found.stderr.strip()}")
+            time.sleep(0.2)
 
     def helm(
         self,

@@ -9,13 +9,9 @@ can see what the gateway sent; ``stop`` closes the port (the endpoint is then do
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from typing import Any
-
 from aiohttp import web
 
-from .ports import free_port
+from .threaded_app import ThreadedApp
 
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 SUBJECT_TYPES = ("urn:ietf:params:oauth:token-type:jwt", "urn:ietf:params:oauth:token-type:access_token")
@@ -23,21 +19,17 @@ SUBJECT_TYPES = ("urn:ietf:params:oauth:token-type:jwt", "urn:ietf:params:oauth:
 
 class TokenExchangeServer:
     def __init__(self, *, expires_in: int = 300) -> None:
-        self.port = free_port()
         self.expires_in = expires_in
         self.requests: list[dict[str, str]] = []
-        self._ready = threading.Event()
-        self._stop: Any = None
-        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._app = ThreadedApp(lambda app: app.router.add_post("/token", self._token), name="token exchange server")
+        self.port = self._app.port
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/token"
 
     def start(self) -> TokenExchangeServer:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise TimeoutError("token exchange server did not start")
+        self._app.start()
         return self
 
     async def _token(self, request: web.Request) -> web.Response:
@@ -56,24 +48,6 @@ class TokenExchangeServer:
             headers={"cache-control": "no-store"},
         )
 
-    def _serve(self) -> None:
-        async def main() -> None:
-            app = web.Application()
-            app.router.add_post("/token", self._token)
-            runner = web.AppRunner(app, access_log=None)
-            await runner.setup()
-            await web.TCPSite(runner, "127.0.0.1", self.port).start()
-            stop = asyncio.Event()
-            self._stop = (asyncio.get_running_loop(), stop)
-            self._ready.set()
-            await stop.wait()
-            await runner.cleanup()
-
-        asyncio.run(main())
-
     def stop(self) -> None:
-        if self._stop is not None:
-            loop, event = self._stop
-            loop.call_soon_threadsafe(event.set)
-            self._thread.join(timeout=5)
-            self._stop = None
+        """Closes the port: the endpoint is down from then on."""
+        self._app.stop()

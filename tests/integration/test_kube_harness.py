@@ -111,10 +111,7 @@ def test_namespace_service_endpointslice_crd_lease(kube: KubeAPIServer) -> None:
     kube.kubectl("apply", "-f", "-", input=SERVICE_AND_SLICE)
 
     kube.kubectl("apply", "-f", "-", input=WIDGET_CRD)
-    kube.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s",
-        "crd/widgets.harness.gatehouse.io",
-    )  # fmt: skip
+    kube.wait_established("widgets.harness.gatehouse.io")
     # Discovery of a new CRD can lag behind Established by a moment.
     deadline = time.monotonic() + 30
     while True:

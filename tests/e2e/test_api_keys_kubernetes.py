@@ -44,7 +44,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
     server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"))
     try:
         server.kubectl("apply", "-f", str(CRD))  # the control plane's Kubernetes source watches Routes too
-        server.kubectl("wait", "--for=condition=Established", "crd/routes.gatehouse.io", "--timeout=60s")
+        server.wait_established("routes.gatehouse.io")
         yield server
     finally:
         server.stop()

@@ -312,14 +312,11 @@ class HttpCheck:
         if route.public:
             # No identity to send: a public route's `user` limits never apply (as with
             # ratelimit_svc, whose descriptor needs the x-user-id a token would have set).
-            if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
-                return self._invalid(route, invalid, request_id)
             extra = b""
-            if route.room is not None:
-                room = await self._room(route.room, headers, request_id, first, None)
-                if not room.admitted:
-                    return room.data
-                extra = room.data
+            if route.validation is not None or route.room is not None:
+                stop, extra = await self._gate(route, request, request_id, first, None)
+                if stop is not None:
+                    return stop
             self._public.inc()
             limits = _header_lines(rate_limit_headers(first.binding, denied=False)) if first and first.binding else b""
             return b"HTTP/1.1 200 OK\r\n" + limits + extra + b"content-length: 0\r\n\r\n"
@@ -335,14 +332,11 @@ class HttpCheck:
             if first is not None and self._limiter is not None:
                 await refund(self._limiter, first)
             return self._too_many(second, request_id)
-        if route.validation is not None and (invalid := route.validation.check(request.path, headers, request.body)):
-            return self._invalid(route, invalid, request_id)
         extra = b""
-        if route.room is not None:
-            room = await self._room(route.room, headers, request_id, first, second)
-            if not room.admitted:
-                return room.data
-            extra = room.data
+        if route.validation is not None or route.room is not None:
+            stop, extra = await self._gate(route, request, request_id, first, second)
+            if stop is not None:
+                return stop
         swap = b""
         if route.upstream_token is not None:
             try:
@@ -374,6 +368,18 @@ class HttpCheck:
             assert self._keys is not None  # RouteSubscription refuses keys without a store
             return self._keys.decide(route.keys, headers, time.time())
         return await self._authorizer.decide(headers, route.requirements)
+
+    async def _gate(
+        self, route: RouteCheck, request: Request, request_id: str, first: Verdict | None, second: Verdict | None
+    ) -> tuple[bytes | None, bytes]:
+        """Validation, then the waiting room, once the limits and the caller passed: (the
+        answer that stops the request, or None; the room's lines for the 200)."""
+        if route.validation is not None and (invalid := route.validation.check(request.path, request.headers, request.body)):
+            return self._invalid(route, invalid, request_id), b""
+        if route.room is None:
+            return None, b""
+        room = await self._room(route.room, request.headers, request_id, first, second)
+        return (None, room.data) if room.admitted else (room.data, b"")
 
     async def _room(
         self, room: RoomPolicy, headers: Mapping[str, str], request_id: str, first: Verdict | None, second: Verdict | None

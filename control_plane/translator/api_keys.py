@@ -3,7 +3,7 @@
 The keys are decided in the lean HTTP check only (``ext_authz/api_keys.py``): a route with
 ``apiKeys`` under ``extAuthz.protocol: grpc`` (or with no ext_authz at all) is refused,
 quarantined with a message that says so, rather than served without its keys. The key
-header is forwarded to the check (``ext_authz.HTTP_FORWARDED_HEADERS``) and removed
+header is forwarded to the check (``check_headers.HTTP_FORWARDED_HEADERS``) and removed
 before the request goes upstream; ``x-consumer`` is an identity header
 (``identity_headers``), so a client's copy never passes.
 """
@@ -14,7 +14,7 @@ from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.model.schema import Auth
 from control_plane.translator.feature import HttpFeature
-from control_plane.translator.ratelimit import API_KEY_HEADER
+from control_plane.translator.check_headers import API_KEY_HEADER
 from control_plane.translator.settings import GatewaySettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 

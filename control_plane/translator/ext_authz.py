@@ -27,8 +27,9 @@ from control_plane.model.route import Route
 from control_plane.translator.api_keys import api_key_requirements
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
-from control_plane.translator.ratelimit import API_KEY_HEADER, decided_by_authz, public_limits_by_authz, route_policy
-from control_plane.translator.waiting_room import TICKET_CARRIERS, waiting_room_policy
+from control_plane.translator.check_headers import FORWARDED_HEADERS, HTTP_FORWARDED_HEADERS
+from control_plane.translator.ratelimit import decided_by_authz, public_limits_by_authz, route_policy
+from control_plane.translator.waiting_room import waiting_room_policy
 from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER, add_upstream_token
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
 from servicekit.durations import format_duration_ms
@@ -43,11 +44,6 @@ PUBLIC_LIMITS_FILTER = "gatehouse.public_route_limits"
 EXT_AUTHZ_CLUSTER = "gatehouse_ext_authz"
 EXT_AUTHZ_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"
 EXT_AUTHZ_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthzPerRoute"
-# What the Authorization service reads; everything else stays out of the CheckRequest.
-FORWARDED_HEADERS = ("authorization", "x-request-id")
-# Over HTTP it also reads the route, the client address Envoy appended, and an API key.
-# The waiting room's ticket comes in its header or in a cookie (waiting_room).
-HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER, *TICKET_CARRIERS)
 RATE_LIMIT_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset")
 # On success: the X-RateLimit-* headers, and a waiting room's spent-ticket cookie cleared.
 CLIENT_HEADERS_ON_SUCCESS = (*RATE_LIMIT_HEADERS, "set-cookie")

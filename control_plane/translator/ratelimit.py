@@ -22,6 +22,7 @@ from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.model.schema import RateLimit
+from control_plane.translator.check_headers import API_KEY_HEADER
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
@@ -34,7 +35,6 @@ RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3
 RATELIMIT_CLUSTER = "gatehouse_ratelimit"
 DOMAIN = "gatehouse"
 LIMIT_ENTRY = "limit"
-API_KEY_HEADER = "x-api-key"
 USER_HEADER = "x-user-id"
 
 

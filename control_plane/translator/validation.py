@@ -25,22 +25,13 @@ from typing import Any
 
 from control_plane.model.route import Route
 from control_plane.model.validation import Validation
+from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
-from control_plane.translator.waiting_room import TICKET_CARRIERS
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
-ALWAYS_FORWARDED = (
-    "authorization",
-    "x-request-id",
-    "x-gatehouse-route",
-    "x-forwarded-for",
-    "x-api-key",
-    "host",
-    "content-length",
-    *TICKET_CARRIERS,
-)
-"""Headers the HTTP check always receives (ext_authz.HTTP_FORWARDED_HEADERS, plus what Envoy always sends)."""
+ALWAYS_FORWARDED = (*HTTP_FORWARDED_HEADERS, "host", "content-length")
+"""Headers the HTTP check always receives: what the filter forwards, and what Envoy always sends."""
 
 
 def _json(schema: dict[str, Any]) -> str:

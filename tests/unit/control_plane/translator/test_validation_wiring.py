@@ -10,7 +10,8 @@ import pytest
 
 from control_plane.model import Origin, parse_route_file
 from control_plane.translator import GatewaySettings, RouteTranslator
-from control_plane.translator.ext_authz import HTTP_FORWARDED_HEADERS, ExtAuthzSettings
+from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS
+from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.settings import RateLimitSettings
 from control_plane.translator.validation import ALWAYS_FORWARDED
 from tests.unit.control_plane.translator.envoy_data import entries_by_route

@@ -1,0 +1,13 @@
+"""The request headers Envoy sends the Authorization service; it is sent no others."""
+
+from __future__ import annotations
+
+from control_plane.translator.identity_headers import ROUTE_HEADER
+from control_plane.translator.waiting_room import TICKET_CARRIERS
+
+API_KEY_HEADER = "x-api-key"
+FORWARDED_HEADERS = ("authorization", "x-request-id")
+"""What the Authorization service reads; everything else stays out of the CheckRequest."""
+HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER, *TICKET_CARRIERS)
+"""Over HTTP it also reads the route, the client address Envoy appended, an API key, and
+a waiting room's ticket (its header or its cookie)."""

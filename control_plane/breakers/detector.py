@@ -132,8 +132,8 @@ class BreakerDetector:
         metrics.TALLIES.labels("unknown_route").inc(result.unknown_route)
         metrics.TALLIES.labels("stale").inc(result.stale)
         for route_id in touched:
-            if self.board.get(route_id).phase is Phase.HALF_OPEN:
-                self.board.spend_probes(route_id, round(self._counts[route_id].probes.calls))
+            # Kept by the board only while HALF_OPEN: the probes the next push must not hand out again.
+            self.board.spend_probes(route_id, round(self._counts[route_id].probes.calls))
             self._judge(route_id)
         return result
 

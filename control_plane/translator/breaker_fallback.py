@@ -73,16 +73,12 @@ def shadow(budget: dict[str, Any]) -> dict[str, Any]:
     return {**budget, "filter_enforced": enforced, "request_headers_to_add_when_not_enforced": [_mark()]}
 
 
-def non_probe_entry(open_entry: dict[str, Any]) -> dict[str, Any]:
-    """An OPEN route entry (its JSON form, in place) → the one a marked non-probe matches:
-    same match plus the mark, and its fallback marks say ``half-open``."""
-    match = open_entry["match"]
+def non_probe_entry(fallback_entry: dict[str, Any]) -> dict[str, Any]:
+    """A fallback route entry (its JSON form, in place) → the one a marked non-probe
+    matches: the same match plus the mark."""
+    match = fallback_entry["match"]
     match["headers"] = [*match.get("headers", []), {"name": BREAKER_HEADER, "string_match": {"exact": NON_PROBE}}]
-    for key in ("request_headers_to_add", "response_headers_to_add"):
-        for option in open_entry.get(key, []):
-            if option["header"]["key"] == BREAKER_HEADER:
-                option["header"]["value"] = NON_PROBE
-    return open_entry
+    return fallback_entry
 
 
 class BreakerReroute(HttpFeature):

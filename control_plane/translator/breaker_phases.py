@@ -36,7 +36,7 @@ from typing import Any
 
 from control_plane.breakers.board import BreakerState, Phase
 from control_plane.model.route import Route
-from control_plane.translator.breaker_fallback import REROUTE_FILTER, enable_reroute, non_probe_entry, reroutes, shadow
+from control_plane.translator.breaker_fallback import NON_PROBE, REROUTE_FILTER, enable_reroute, non_probe_entry, reroutes, shadow
 from control_plane.translator.local_replies import BREAKER_HEADER, CIRCUIT_OPEN_MESSAGE, GatewayError, error_body
 from control_plane.translator.shields import LOCAL_RATELIMIT_TYPE, SHIELD_FILTER
 from control_plane.translator.names import ClusterRef
@@ -97,7 +97,7 @@ def probe_budget(route: Route, state: BreakerState) -> dict[str, Any]:
         "token_bucket": {"max_tokens": probes, "tokens_per_fill": probes, "fill_interval": PROBE_REFILL},
         "filter_enabled": _always("breaker_probes_enabled"),
         "filter_enforced": _always("breaker_probes_enforced"),
-        "response_headers_to_add": [_header(BREAKER_HEADER, "half-open")],
+        "response_headers_to_add": [_header(BREAKER_HEADER, NON_PROBE)],
     }
 
 
@@ -108,7 +108,10 @@ def half_open_fallback(route: Route, state: BreakerState, now: float, entry: dic
     if state.phase is not Phase.HALF_OPEN or not reroutes(route) or probes_left(route, state) == 0:
         return None  # with no probe left, the entry itself is the fallback (breaker_entry)
     fallback = copy.deepcopy(entry)
-    breaker_entry(route, dataclasses.replace(state, phase=Phase.OPEN), now, fallback)
+    # Built as for a spent budget: the OPEN fallback, its marks already ``half-open``.
+    assert route.spec.circuit_breaker is not None and route.spec.circuit_breaker.error_rate is not None
+    spent = dataclasses.replace(state, probes_spent=route.spec.circuit_breaker.error_rate.half_open_probes)
+    breaker_entry(route, spent, now, fallback)
     return non_probe_entry(fallback)
 
 
@@ -125,7 +128,7 @@ def breaker_entry(route: Route, state: BreakerState, now: float, entry: dict[str
         return
     # OPEN, or HALF_OPEN with every probe spent (awaiting their outcome): the fallback.
     fallback = route.spec.fallback
-    marker = _header(BREAKER_HEADER, "open" if state.phase is Phase.OPEN else "half-open")
+    marker = _header(BREAKER_HEADER, "open" if state.phase is Phase.OPEN else NON_PROBE)
     if fallback is not None and fallback.backend is not None:
         action = entry["route"]
         action.pop("weighted_clusters", None)

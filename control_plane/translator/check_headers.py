@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from control_plane.translator.identity_headers import ROUTE_HEADER
+from control_plane.translator.settings import ExtAuthzSettings
 from control_plane.translator.waiting_room import TICKET_CARRIERS
 
 API_KEY_HEADER = "x-api-key"
@@ -11,3 +12,8 @@ FORWARDED_HEADERS = ("authorization", "x-request-id")
 HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER, *TICKET_CARRIERS)
 """Over HTTP it also reads the route, the client address Envoy appended, an API key, and
 a waiting room's ticket (its header or its cookie)."""
+
+
+def forwarded_to_check(authz: ExtAuthzSettings, base: tuple[str, ...] = HTTP_FORWARDED_HEADERS) -> frozenset[str]:
+    """Every request header the HTTP check sees, lower case: ``base`` and ``forwardHeaders``."""
+    return frozenset(h.lower() for h in (*base, *authz.forward_headers))

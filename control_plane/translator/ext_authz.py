@@ -27,8 +27,8 @@ from control_plane.model.route import Route
 from control_plane.translator.api_keys import api_key_requirements
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
-from control_plane.translator.check_headers import FORWARDED_HEADERS, HTTP_FORWARDED_HEADERS
-from control_plane.translator.ratelimit import decided_by_authz, public_limits_by_authz, route_policy
+from control_plane.translator.check_headers import FORWARDED_HEADERS, HTTP_FORWARDED_HEADERS, forwarded_to_check
+from control_plane.translator.ratelimit import decided_by_authz, public_limits_by_authz, public_on_main_check, route_policy
 from control_plane.translator.waiting_room import waiting_room_policy
 from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER, add_upstream_token
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
@@ -135,7 +135,7 @@ def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
     enforced = settings.rate_limit is not None and route.spec.disabled is None
     limits = route.spec.rate_limits if enforced else []
     public = not route.spec.auth.required
-    forwarded = {h.lower() for h in (*HTTP_FORWARDED_HEADERS, *settings.ext_authz.forward_headers)}
+    forwarded = forwarded_to_check(settings.ext_authz)
     for index, limit in enumerate(limits):
         header = limit.key.removeprefix("header:")
         if limit.key.startswith("header:") and header.lower() not in forwarded:
@@ -168,13 +168,11 @@ def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str
     nothing per route (the rules come over xDS) but, for a body rule, the body to send
     (``validation``)."""
     auth = route.spec.auth
-    http = settings is not None and settings.ext_authz is not None and settings.ext_authz.protocol == "http"
-    validated = settings is not None and validated_by_authz(route, settings)
-    if not auth.required and not validated and not (http and route.spec.waiting_room is not None):
+    if not auth.required and (settings is None or not public_on_main_check(route, settings)):
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "disabled": True}
-    if http:
-        # A public route with a waiting room too: its policy says auth.public.
-        body = body_check_settings(route) if validated else {}
+    if settings is not None and settings.ext_authz is not None and settings.ext_authz.decides_limits:
+        # A public route with a waiting room or rules too: its policy says auth.public.
+        body = body_check_settings(route) if validated_by_authz(route, settings) else {}
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": body} if body else None
     extensions = {"route": route.id}
     if auth.audiences:

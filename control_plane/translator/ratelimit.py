@@ -26,7 +26,7 @@ from control_plane.translator.check_headers import API_KEY_HEADER
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
-from control_plane.translator.validation import validated_by_authz
+from control_plane.translator.validation import rules_of
 from control_plane.translator.settings import RateLimitSettings as RateLimitSettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
@@ -121,11 +121,18 @@ def decided_by_authz(route: Route, settings: GatewaySettings) -> bool:
     authz = settings.ext_authz
     if authz is None or not authz.decides_limits:
         return False
+    return route.spec.auth.required or public_on_main_check(route, settings) or public_limits_by_authz(route, settings)
+
+
+def public_on_main_check(route: Route, settings: GatewaySettings) -> bool:
+    """A public route whose HTTP check runs in the first, fail-closed ext_authz filter: it
+    has a waiting room or validation rules, which failing open would waive."""
+    authz = settings.ext_authz
     return (
-        route.spec.auth.required
-        or route.spec.waiting_room is not None
-        or public_limits_by_authz(route, settings)
-        or validated_by_authz(route, settings)
+        authz is not None
+        and authz.decides_limits
+        and not route.spec.auth.required
+        and (route.spec.waiting_room is not None or rules_of(route) is not None)
     )
 
 
@@ -143,8 +150,7 @@ def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
         and not route.spec.auth.required
         and route.spec.disabled is None
         and bool(route.spec.rate_limits)
-        and route.spec.waiting_room is None
-        and not validated_by_authz(route, settings)  # the main filter's call decides them (validation)
+        and not public_on_main_check(route, settings)  # that call decides its limits too
         and _header_keys_forwarded(route, authz.forward_headers)
     )
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.model.validation import Validation
-from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS
+from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS, forwarded_to_check
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -81,7 +82,7 @@ def check_deliverable(route: Route, settings: GatewaySettings) -> None:
     if authz is None or authz.protocol != "http":
         why = "the gateway has no extAuthz" if authz is None else f"extAuthz.protocol is {authz.protocol}"
         raise ValueError(f"validate: request validation runs in the HTTP authorization check, and {why}; set extAuthz.protocol: http")
-    forwarded = {h.lower() for h in (*ALWAYS_FORWARDED, *authz.forward_headers)}
+    forwarded = forwarded_to_check(authz, ALWAYS_FORWARDED)
     for index, header in enumerate(rules.headers):
         if header.name not in forwarded:
             raise ValueError(
@@ -96,6 +97,6 @@ class RequestValidation(HttpFeature):
 
     name = "gatehouse.request_validation"
 
-    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
         check_deliverable(route, settings)
-        return None
+        return ()

@@ -68,14 +68,19 @@ class Gate:
         return int(value) if value else 0
 
 
-@pytest.fixture
-async def gate(redis: RedisServer) -> AsyncIterator[Gate]:
+async def issuer_authorizer() -> tuple[Authorizer, FakeClock]:
+    """The check's Authorizer for the test issuer of tests.unit.ext_authz.signing, and its clock."""
     clock = FakeClock(NOW)
     config = issuer()
     keys = IssuerKeys(config, FakeSource(rsa_key().jwk()), clock=FakeClock(100.0))
     await keys.refresh()
     verifier = TokenVerifier([keys], cache_size=100, max_token_bytes=8192, clock=clock)
-    authorizer = Authorizer(verifier, {ISSUER: config}, None, clock=clock)
+    return Authorizer(verifier, {ISSUER: config}, None, clock=clock), clock
+
+
+@pytest.fixture
+async def gate(redis: RedisServer) -> AsyncIterator[Gate]:
+    authorizer, _ = await issuer_authorizer()
     limiter = Limiter(url=redis.url, timeout=0.5)
     table = RouteTable()
     yield Gate(HttpCheck(authorizer, table, limiter, DenialAudit(MemoryAuditSink())), table, limiter, redis)

@@ -13,10 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.http_check import HttpCheck, RouteTable
-from ext_authz.jwks import IssuerKeys
-from ext_authz.service import Authorizer
 from ext_authz.token_exchange import TokenExchange
-from ext_authz.tokens import TokenVerifier
 from ext_authz.upstream_signer import UpstreamSigner
 from ext_authz.upstream_token import UpstreamTokens
 from limiter import Limiter
@@ -24,18 +21,13 @@ from servicekit.audit import MemoryAuditSink
 from tests.harness.ports import refused_port
 from tests.harness.redis import RedisServer
 from tests.harness.token_exchange import TokenExchangeServer
-from tests.integration.test_http_check_limits import PEER, Gate, limit, policy
-from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, issuer, rsa_key
+from tests.integration.test_http_check_limits import PEER, Gate, issuer_authorizer, limit, policy
+from tests.unit.ext_authz.signing import claims, rsa_key
 
 
 @pytest.fixture
 async def swap_gate(redis: RedisServer) -> AsyncIterator[Gate]:
-    clock = FakeClock(NOW)
-    config = issuer()
-    keys = IssuerKeys(config, FakeSource(rsa_key().jwk()), clock=FakeClock(100.0))
-    await keys.refresh()
-    verifier = TokenVerifier([keys], cache_size=100, max_token_bytes=8192, clock=clock)
-    authorizer = Authorizer(verifier, {ISSUER: config}, None, clock=clock)
+    authorizer, clock = await issuer_authorizer()
     limiter = Limiter(url=redis.url, timeout=0.5)
     table = RouteTable()
     async with aiohttp.ClientSession() as session:

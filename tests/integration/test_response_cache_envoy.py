@@ -4,10 +4,10 @@ answers, requests carrying Authorization, and routes without ``cache`` always do
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.http_client import wait_for
 from tests.harness.issuer import TestIssuer
 from tests.harness.route_repo import route_doc
 from tests.integration.conftest import StackFactory, ext_authz_entry
@@ -115,10 +115,7 @@ def test_vary_by_user_keeps_each_users_answers_apart(make_stack: StackFactory, t
         authz.use_control_plane(stack.control_plane.xds_port)
         authz.start()
         alice, bob = (f"Bearer {issuer.token(sub)}" for sub in ("alice", "bob"))
-        deadline = time.monotonic() + 20
-        while stack.get("/mine/ready", headers={"authorization": alice}).status != 200:
-            assert time.monotonic() < deadline, "the cached route never answered alice"
-            time.sleep(0.2)
+        wait_for(lambda: stack.get("/mine/ready", headers={"authorization": alice}).status == 200, 20, "the cached route answering alice")
         upstream = stack.upstreams["svc-mine"]
 
         before = served(upstream)

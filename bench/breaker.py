@@ -22,8 +22,7 @@ For each route, from the onset (medians over ``--rounds`` fresh gateways):
   20 ms) / Envoy ejected the host (``outlier_detection.ejections_enforced_total``, polled);
 - ``first_fallback_s``: the first answer that did not come from the failing upstream (no
   ``x-upstream`` header of its name): the breaker's fallback, or Envoy's own 503; null if
-  none came (the central fallback needs the translator's breaker phases; without them
-  the board moves but Envoy keeps proxying);
+  none came (outlier detection: panic routing keeps proxying to the ejected host);
 - ``upstream_share_after``: of the requests sent in the last second, the share that still
   reached the upstream (counted at the upstream): 0 for a breaker that holds the route
   OPEN; Envoy's panic routing keeps sending to an ejected lone host.

@@ -321,7 +321,7 @@ def test_alert_rules_take_thresholds_durations_labels_and_selector_from_values(t
     assert durations == {
         "GatehouseEnvoyNack": "0s", "GatehouseEnvoyConfigBehind": "30s", "GatehouseRoute5xxRatio": "10m",
         "GatehouseUpstream5xxRatio": "5m", "GatehouseCircuitBreakerOpen": "2m", "GatehouseRequestsNotServedUpstream": "5m",
-        "GatehouseBreakerOpen": "2m",
+        "GatehouseBreakerOpen": "0s",
     }  # fmt: skip
     for name, r in rules.items():
         assert {k: v for k, v in r["labels"].items() if k != "severity"} == {"team": "edge", "page": "false"}, name
@@ -1158,8 +1158,8 @@ def test_promtool_test_rules_nack_and_config_behind_fire_and_clear(tools: KubeTo
         # The rule as it was: increase() alone misses the NACK that creates a counter.
         ("naive-nack", "the first NACK of a process fires for one window"),
         ("late-behind", "an Envoy out of date for more than 60s fires until it catches up"),
-        # OPEN only: each HALF_OPEN probe scrape would restart `for`.
-        ("breaker-open-only", "a route breaker not closed for 2m fires through its probes until it closes"),
+        # OPEN only: each HALF_OPEN probe scrape would resolve the alert.
+        ("breaker-open-only", "an opened route breaker fires at once and through its probes until it closes"),
     ],
 )
 def test_promtool_test_rules_catch_a_wrong_rule(tools: KubeTools, helm_home: Path, promtool: str, tmp_path: Path, mutation: str, failing_case: str) -> None:

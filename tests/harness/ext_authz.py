@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import secrets
-from collections.abc import Mapping, Sequence
 import sys
-import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +13,14 @@ import yaml
 
 from .ports import free_port
 from .processes import ManagedProcess
-from .service import sample_total
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from .service import REPO_ROOT, GatehouseService
 
 
-class ExtAuthzProcess:
+class ExtAuthzProcess(GatehouseService):
     """``transport="http"`` also serves Envoy's HTTP protocol, with the route table from
     a control plane (``use_control_plane`` before ``start``; ready once it has the table)."""
+
+    command = "ext-authz"
 
     def __init__(
         self,
@@ -31,15 +31,11 @@ class ExtAuthzProcess:
         transport: str = "grpc",
         rate_limit: dict[str, Any] | None = None,
     ) -> None:
-        self.directory = directory
-        self.name = name
+        super().__init__(directory, name=name)
         self.transport = transport
         self.http_port = free_port()
-        self.port = free_port()
         self.admin_port = free_port()
-        self.metrics_port = free_port()
         self.credential = secrets.token_urlsafe(24)
-        directory.mkdir(parents=True, exist_ok=True)
         (directory / f"{name}-admin-credential").write_text(self.credential)
         full = {
             "listen": f"127.0.0.1:{self.port}",
@@ -55,13 +51,7 @@ class ExtAuthzProcess:
             if rate_limit is not None:
                 full["http"]["rateLimit"] = rate_limit
         self.config = full
-        self.config_path = directory / f"{name}.yaml"
         self.config_path.write_text(yaml.safe_dump(full, sort_keys=False))
-        self.process: ManagedProcess | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     @property
     def check_address(self) -> str:
@@ -77,35 +67,10 @@ class ExtAuthzProcess:
         self, timeout: float = 30.0, *, launcher: Sequence[str] = (), env: Mapping[str, str] | None = None
     ) -> ExtAuthzProcess:
         """``launcher`` replaces ``python -m gatehouse`` (a test's shim); ``env`` the environment."""
-        argv = [*(launcher or (sys.executable, "-m", "gatehouse")), "ext-authz", "--config", str(self.config_path), "--log-level", "debug"]
+        argv = [*(launcher or (sys.executable, "-m", "gatehouse")), self.command, "--config", str(self.config_path), "--log-level", "debug"]
         self.process = ManagedProcess.start(argv, name=self.name, log_dir=self.directory, cwd=REPO_ROOT, env=env)
         self.process.wait_until(self.ready, timeout, "ext_authz /readyz == 200")
         return self
 
-    def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=1) as response:
-                return int(response.status) == 200
-        except OSError:
-            return False
-
-    def metrics_text(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
-            text: str = response.read().decode()
-            return text
-
-    def metric(self, name: str, **labels: str) -> float:
-        return sample_total(self.metrics_text(), name, **labels)
-
     def admin_env(self) -> dict[str, str]:
-        import os
-
         return {**os.environ, "GATEHOUSE_ADMIN_CREDENTIAL": self.credential}
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()

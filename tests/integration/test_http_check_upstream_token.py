@@ -5,6 +5,7 @@ that gets no upstream token uses none of the route's limits (its hits go back)."
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -72,3 +73,23 @@ async def test_no_upstream_token_uses_none_of_the_routes_limits(swap_gate: Gate)
     swap_gate.table.replace([swap_policy("ledger", "", per_ip, per_user)])  # type: ignore[list-item]
     assert (await swap_gate.ask(rsa_key().sign(claims())))[0] == 200
     assert (swap_gate.count(per_ip, f"remote_address={PEER}"), swap_gate.count(per_user, "user=user-1")) == (1, 1), "a served one counts"
+
+
+async def test_an_exchange_slower_than_its_timeout_is_the_documented_424_in_time(swap_gate: Gate) -> None:
+    """The endpoint answers after 3 s, the exchange's timeout is 1 s: the check gives up at
+    the timeout (never waits for the endpoint), answers unavailable with reason timeout,
+    and caches nothing, so the next request asks again."""
+    server = TokenExchangeServer(delay=3.0).start()
+    try:
+        swap_gate.table.replace([swap_policy("ledger", server.url)])  # type: ignore[list-item]
+        token = rsa_key().sign(claims())
+        for attempt in (1, 2):
+            started = time.monotonic()
+            status, headers, body = await swap_gate.ask(token)
+            took = time.monotonic() - started
+            assert (status, headers["x-gatehouse-upstream-token"], headers["retry-after"]) == (424, "unavailable", "1")
+            assert b'"reason":"timeout"' in body and token.encode() not in body
+            assert 0.9 <= took < 2.5, f"answered after {took:.2f} s with a 1 s exchange timeout"
+            assert len(server.requests) == attempt, "a timed-out exchange is not cached"
+    finally:
+        server.stop()

@@ -305,22 +305,50 @@ async def test_boundary_burst(redis_url: str, algorithm: Algorithm, mode: Mode) 
 
 @pytest.mark.parametrize("mode", ["exact", "hybrid"])
 async def test_token_bucket_follows_capacity_and_refill(redis_url: str, mode: Mode) -> None:
-    spec = make_spec("tokenBucket", 5, 500, refill=2, mode=mode)  # capacity 5, 2 tokens every 500 ms
     limiter = Limiter(url=redis_url, timeout=SAFE_TIMEOUT)
+    try:
+        # Connections and scripts first: a hybrid reservation's tokens expire at the epoch's
+        # end as seen from when the call was *sent*, so a slow first call (a Redis Cluster
+        # connect plus NOSCRIPT) made them lapse early and denied the 5th hit in CI.
+        await limiter.hit(make_spec("tokenBucket", 5, 500, refill=2, mode=mode), "warm-up")
+        for _ in range(3):
+            if await _token_bucket_scenario(limiter, make_spec("tokenBucket", 5, 500, refill=2, mode=mode)):
+                return
+    finally:
+        await limiter.close()
+    pytest.fail("could not keep each burst inside one refill epoch three times")
+
+
+async def _token_bucket_scenario(limiter: Limiter, spec: LimitSpec) -> bool:
+    """Capacity 5, 2 tokens every 500 ms. False when a burst left its refill epoch or hybrid
+    tokens lapsed (the documented under-admission: timing lost, not a wrong answer)."""
+    lapsed = limiter.hybrid.lapsed_tokens
+
+    async def burst(n: int) -> list[bool] | None:
+        epoch = now_ms() // spec.window_ms
+        allowed = [(await limiter.hit(spec, "k")).allowed for _ in range(n)]
+        if now_ms() // spec.window_ms != epoch or limiter.hybrid.lapsed_tokens != lapsed:
+            return None
+        return allowed
+
     # Hybrid tokens lapse when their refill epoch (Redis time // 500 ms) ends. Start 20 ms
     # into an epoch: the refill steps, counted from the first draw, then also fall 20 ms into
     # epochs, and no burst below straddles an epoch boundary.
     await at_offset(spec.window_ms, 20)
-    try:
-        assert [(await limiter.hit(spec, "k")).allowed for _ in range(6)] == [True] * 5 + [False]
-        denied = await limiter.hit(spec, "k")
-        assert 0.3 < denied.reset_after <= 0.5
-        await asyncio.sleep(denied.reset_after + 0.03)
-        assert [(await limiter.hit(spec, "k")).allowed for _ in range(3)] == [True, True, False]
-        await asyncio.sleep(2.1)  # 4 steps = 8 tokens, but the bucket holds 5
-        assert [(await limiter.hit(spec, "k")).allowed for _ in range(6)] == [True] * 5 + [False]
-    finally:
-        await limiter.close()
+    if (first := await burst(6)) is None:
+        return False
+    assert first == [True] * 5 + [False]
+    denied = await limiter.hit(spec, "k")
+    assert 0.3 < denied.reset_after <= 0.5
+    await asyncio.sleep(denied.reset_after + 0.03)
+    if (refilled := await burst(3)) is None:
+        return False
+    assert refilled == [True, True, False]
+    await asyncio.sleep(2.1)  # 4 steps = 8 tokens, but the bucket holds 5
+    if (full := await burst(6)) is None:
+        return False
+    assert full == [True] * 5 + [False]
+    return True
 
 
 @pytest.mark.parametrize("mode", ["exact", "hybrid"])

@@ -10,8 +10,9 @@ test_waiting_room_envoy.py.
 from __future__ import annotations
 
 import asyncio
-import time
 import json
+import random
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -84,6 +85,43 @@ async def test_a_crowd_gets_tickets_in_arrival_order_and_its_turns_come_at_the_r
     # Later arrivals queue behind the tickets even when a turn is free.
     status, _, body = await room.ask()
     assert status == 429 and body["position"] == 8
+
+
+async def test_turns_come_strictly_in_ticket_order_whatever_order_clients_return_in(room: Room) -> None:
+    """Every waiting client comes back each round, in a shuffled order: a ticket is never
+    admitted in an earlier round than any ticket ahead of it, positions never grow, and the
+    queue drains at the rate. (Through Envoy, with clients returning after Retry-After, the
+    order can only be seen between tickets far apart: test_waiting_room_envoy.py.)"""
+    rate, crowd = 5, 15
+    room.table.replace([room_policy(rate=rate)])
+    assert [(await room.ask())[0] for _ in range(rate)] == [200] * rate
+    tickets: list[str] = []
+    for position in range(1, crowd + 1):
+        status, headers, body = await room.ask()
+        assert (status, body["position"]) == (429, position)
+        tickets.append(headers[TICKET_HEADER])
+    order = random.Random(7)
+    admitted_in: dict[int, int] = {}
+    last_position = {i: i + 1 for i in range(crowd)}
+    started = time.monotonic()
+    for round_ in range(60):
+        await asyncio.sleep(0.25)
+        waiting = [i for i in range(crowd) if i not in admitted_in]
+        if not waiting:
+            break
+        order.shuffle(waiting)
+        for i in waiting:
+            status, _, body = await room.ask(tickets[i])
+            if status == 200:
+                admitted_in[i] = round_
+            else:
+                assert status == 429 and body["position"] <= last_position[i], (i, body, last_position[i])
+                last_position[i] = body["position"]
+    took = time.monotonic() - started
+    assert sorted(admitted_in) == list(range(crowd)), "every ticket was admitted"
+    rounds = [admitted_in[i] for i in range(crowd)]
+    assert rounds == sorted(rounds), f"admitted out of ticket order: rounds by ticket {rounds}"
+    assert crowd / rate - 1.0 <= took <= crowd / rate + 3.0, f"{crowd} tickets at {rate}/s took {took:.2f} s"
 
 
 async def test_a_ticket_admits_once_and_only_on_its_route(room: Room) -> None:

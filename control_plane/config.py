@@ -183,6 +183,14 @@ class KubernetesApiKeys(Model):
     timeout: Duration = Millis(250)
 
 
+class KubernetesBreakerBoard(Model):
+    """Share the route breakers' phases between replicas through one ConfigMap
+    (control_plane/sources/kubernetes/breaker_board.py; docs/circuit-breaker.md)."""
+
+    config_map: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)]
+    """Its name, in the Lease's namespace; the control plane creates it on first use."""
+
+
 class Kubernetes(Model):
     kubeconfig: str | None = None
     """A kubeconfig file; without one, the pod's service account (in-cluster)."""
@@ -195,6 +203,8 @@ class Kubernetes(Model):
     lease_renew: Duration = Millis(2_000)
     write_status: bool = True
     api_keys: KubernetesApiKeys | None = None
+    breaker_board: KubernetesBreakerBoard | None = None
+    """Without it each replica keeps its own breakers (right for one replica only)."""
 
     @model_validator(mode="after")
     def _renew_within_duration(self) -> Kubernetes:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -78,6 +79,10 @@ class ControlPlane:
         )
         self._operator = operator_endpoint(config, self.detector, RulesOfSnapshot(self._current_model), self.audit)
         board_metrics.BOARD.watch(self.breakers, RulesOfSnapshot(self._current_model))
+        cluster = self._sources.kubernetes
+        if cluster is not None and cluster.share_breakers(self.breakers, self._breaker_routes(RulesOfSnapshot(self._current_model))):
+            # Several replicas: one board through the cluster, judged by the Lease holder.
+            self.detector.may_move = cluster.may_judge_breakers
         self._started = time.monotonic()
 
     async def run(self) -> None:
@@ -129,6 +134,10 @@ class ControlPlane:
         if self.cache.current("*") is None:
             return False, "no snapshot yet"
         return True, "ready"
+
+    def _breaker_routes(self, rules: RulesOfSnapshot) -> Callable[[], set[str] | None]:
+        """The routes with a breaker in the latest snapshot; None before the first one."""
+        return lambda: set(rules()) if self.cache.current("*") is not None else None
 
     def _current_model(self) -> tuple[Route, ...]:
         snapshot = self.cache.current("*")

@@ -1,21 +1,31 @@
 """Every ``flushInterval`` (~200 ms), POST the breaker tallies to the control plane(s).
 
-One POST per control-plane URL (each replica keeps its own board, so each gets every
-tally), ``Authorization: Bearer <credentialFile>``, at most ``timeout`` each. The answer
-carries the classification rules whenever they changed: telemetry needs no breaker
-config of its own.
+One POST per control-plane URL (each replica counts every tally, so each gets every
+one), ``Authorization: Bearer <credentialFile>``, at most ``timeout`` each. With
+``everyAddress`` each URL's host is a name for all the replicas (a headless Service): it
+is resolved again every ``RESOLVE_EVERY`` seconds, without blocking the loop, and every
+address gets the POST. The answer carries the classification rules whenever they
+changed: telemetry needs no breaker config of its own.
 
 Failure policy: the tallies of a failed POST (timeout, connection refused, a non-2xx
 answer) are dropped, never retried or kept, and their calls counted in
 ``gatehouse_breaker_tallies_dropped_total{reason}``; the control plane's breakers keep
 their state (a CLOSED breaker sees fewer calls, an OPEN one still moves to HALF_OPEN on
-its timer). The last rules received stay in use. Nothing here touches Envoy's requests.
+its timer). A name that does not resolve keeps the addresses it had; with none known the
+flush's calls are dropped as ``unresolved``. The last rules received stay in use.
+Nothing here touches Envoy's requests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import json
+import socket
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -27,14 +37,42 @@ from telemetry.breaker_tallies import BreakerTallies
 log = structlog.get_logger(component="telemetry")
 
 PATH = "/breakers/tallies"
+RESOLVE_EVERY = 5.0
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+"""``(host, port) → addresses``: every address the name has now."""
+
+
+async def resolve_all(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def _with_host(url: str, address: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    host = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
+    return parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host).geturl()
 
 
 class TallyFlusher:
     def __init__(
-        self, tallies: BreakerTallies, *, urls: list[str], credential: str, interval: float, timeout: float
+        self,
+        tallies: BreakerTallies,
+        *,
+        urls: list[str],
+        credential: str,
+        interval: float,
+        timeout: float,
+        every_address: bool = False,
+        resolver: Resolver = resolve_all,
     ) -> None:
         self._tallies = tallies
         self._urls = [url.rstrip("/") + PATH for url in urls]
+        self._every_address = every_address
+        self._resolver = resolver
+        self._addresses: dict[str, list[str]] = {}
+        """URL → the URLs of its addresses, as last resolved (``every_address``)."""
+        self._resolved_at = float("-inf")
         self._headers = {"Authorization": f"Bearer {credential}", "Content-Type": "application/json"}
         self._interval = interval
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -42,19 +80,49 @@ class TallyFlusher:
         self._failing: set[str] = set()
 
     async def run(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=self._timeout)
-        try:
+        async with self.session():
             while True:
                 await self.flush()
                 await asyncio.sleep(self._interval)
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """The HTTP client ``flush`` posts with, open for the block."""
+        self._session = aiohttp.ClientSession(timeout=self._timeout)
+        try:
+            yield
         finally:
             await self._session.close()
+            self._session = None
 
     async def flush(self) -> None:
         tallies = self._tallies.take()
         calls = sum(t["calls"] for t in tallies)
         body = json.dumps({"rulesVersion": self._tallies.version, "tallies": tallies}).encode()
-        await asyncio.gather(*(self._post(url, body, calls) for url in self._urls))
+        targets = await self._targets(calls)
+        await asyncio.gather(*(self._post(url, body, calls) for url in targets))
+
+    async def _targets(self, calls: int) -> list[str]:
+        if not self._every_address:
+            return self._urls
+        if time.monotonic() - self._resolved_at >= RESOLVE_EVERY or not all(self._addresses.get(u) for u in self._urls):
+            self._resolved_at = time.monotonic()
+            for url in self._urls:
+                parts = urllib.parse.urlsplit(url)
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+                try:
+                    found = await asyncio.wait_for(self._resolver(parts.hostname or "", port), self._timeout.total)
+                except (OSError, TimeoutError, ValueError) as exc:
+                    if url not in self._failing:
+                        log.warning("breaker_replicas_unresolved", url=url, error=repr(exc), kept=len(self._addresses.get(url, [])))
+                    found = []
+                if found:
+                    self._addresses[url] = [_with_host(url, address) for address in found]
+        targets = [t for url in self._urls for t in self._addresses.get(url, [])]
+        for url in self._urls:
+            if not self._addresses.get(url):
+                self._failed(url, "unresolved", calls, "the name has no address")
+        return targets
 
     async def _post(self, url: str, body: bytes, calls: int) -> None:
         assert self._session is not None

@@ -16,6 +16,7 @@
     audit: {spoolDir: /var/lib/gatehouse/audit-spool, maxPending: 10000, spoolMaxBytes: 1073741824}
     breakerTallies:                        # route breakers' counts to the control plane (optional)
       controlPlane: [http://gatehouse-control-plane:19000]   # its admin address; every replica
+      everyAddress: false                  # true: each host names all replicas (a headless Service)
       credentialFile: /etc/gatehouse/breaker-tallies/credential
       flushInterval: 200ms
       timeout: 1s
@@ -68,7 +69,10 @@ class BreakerTallies(Model):
         list[Annotated[str, Field(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=512)]],
         Field(min_length=1, max_length=16),
     ]
-    """The control plane's admin base URL, once per replica (each keeps its own board)."""
+    """The control plane's admin base URL, once per replica (each counts every tally)."""
+    every_address: bool = False
+    """Each URL's host is a name with one address per replica (a Kubernetes headless
+    Service): resolved again every few seconds, every address gets each flush."""
     credential_file: Annotated[str, Field(min_length=1)]
     """The control plane's ``breakers.tallyCredentialFile`` credential; relative to this file."""
     flush_interval: Annotated[Duration, Field(ge=20, le=10_000)] = Millis(200)

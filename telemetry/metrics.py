@@ -5,7 +5,7 @@
     gatehouse_telemetry_access_dropped_total{reason}   buffer_full, sink_error, invalid
     gatehouse_telemetry_access_buffered                events waiting in the bounded buffer
     gatehouse_breaker_calls_tallied_total              entries counted as breaker calls (before the buffer)
-    gatehouse_breaker_tally_flushes_total{outcome}     ok, timeout, refused, unreachable
+    gatehouse_breaker_tally_flushes_total{outcome}     ok, timeout, refused, unreachable, unresolved
     gatehouse_breaker_tallies_dropped_total{reason}    calls in tallies of a failed flush (same reasons)
 
 The audit sink's metrics live with it (servicekit/audit_kafka.py), as does

@@ -79,6 +79,7 @@ class TelemetryProcess:
                 credential=read_bearer_credential(config.resolve(tally.credential_file)),
                 interval=tally.flush_interval.seconds,
                 timeout=tally.timeout.seconds,
+                every_address=tally.every_address,
             )
             if tally is not None
             else None

@@ -5,6 +5,11 @@ stream) and an operator (the admin API). Readers are the translator, which turns
 into the route's Envoy entries, and the status page and metrics. The board calls its
 listeners after every change so that the snapshot is rebuilt at once; a change that does
 not change the phase calls nobody.
+
+With several control-plane replicas, each has its own board and a replication
+(control_plane/sources/kubernetes/breaker_board.py) makes them agree: it hands every
+peer's state to ``adopt``, which takes it when it is newer (``newer``) and calls the
+listeners as for a move of our own.
 """
 
 from __future__ import annotations
@@ -54,6 +59,12 @@ class BreakerState:
 CLOSED = BreakerState(Phase.CLOSED, since=0.0, actor=Actor.DETECTOR, reason="", generation=0)
 
 
+def newer(a: BreakerState, b: BreakerState) -> bool:
+    """``a`` comes after ``b``: more moves, or as many and later. Every replica orders two
+    states the same way, so boards that trade states end on the same one."""
+    return (a.generation, a.since) > (b.generation, b.since)
+
+
 Listener = Callable[[str, BreakerState, BreakerState], None]
 """Called with (route id, old state, new state)."""
 
@@ -65,6 +76,8 @@ class BreakerBoard:
     clock: Callable[[], float] = time.time
     _states: dict[str, BreakerState] = field(default_factory=dict)
     _listeners: list[Listener] = field(default_factory=list)
+    _shared: dict[str, BreakerState] = field(default_factory=dict)
+    """The last state the replicas' shared board showed per route (empty without one)."""
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -117,6 +130,29 @@ class BreakerBoard:
             self._states[route_id] = dataclasses.replace(old, probes_spent=spent)
 
     def forget(self, keep: set[str]) -> None:
-        """Drop the states of routes that no longer exist (or no longer have a breaker)."""
-        for route_id in [r for r in self._states if r not in keep]:
+        """Drop the states of routes that no longer exist (or no longer have a breaker).
+        A state the shared board still holds stays: a peer may know the route before this
+        replica does, and its phase must hold here once the route arrives."""
+        for route_id in [r for r in self._states if r not in keep and r not in self._shared]:
             del self._states[route_id]
+
+    # -- the shared board (several replicas) -------------------------------------------
+
+    def shared(self, route_id: str) -> BreakerState | None:
+        return self._shared.get(route_id)
+
+    def adopt(self, route_id: str, state: BreakerState) -> bool:
+        """A state the shared board shows: taken, with the listeners called as for a move,
+        when it is newer than ours; kept aside either way (see ``forget``)."""
+        self._shared[route_id] = state
+        old = self.get(route_id)
+        if not newer(state, old):
+            return False
+        self._states[route_id] = state
+        for listener in self._listeners:
+            listener(route_id, old, state)
+        return True
+
+    def unshare(self, route_id: str) -> None:
+        """The shared board no longer holds the route (its breaker is gone)."""
+        self._shared.pop(route_id, None)

@@ -9,6 +9,11 @@ current phase only if its bucket began no earlier than ``SKEW_MS`` before that p
 
 A pinned breaker (an operator's ``open`` or ``close``) keeps counting but is not moved.
 Every move the detector makes is an audit event ``breaker.transition``, actor ``detector``.
+
+With replicas sharing one board, every replica counts (telemetry posts to each) but only
+the one ``may_move`` allows (the Lease holder) judges: the others take its moves from the
+shared board, and are ready to judge the moment they hold the Lease. An OPEN timer that
+fires where moving is not allowed looks again every ``RECHECK_S``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from control_plane.breakers.window import BUCKET_MS, Counts, SlidingWindow
 from servicekit.audit import BREAKER_TRANSITION, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="breakers")
+
+RECHECK_S = 1.0
+"""How often a replica that may not move looks again at an OPEN breaker whose wait is over."""
 
 SKEW_MS = 250
 """How far a gateway's clock may run behind the control plane's before its first probes
@@ -80,11 +88,13 @@ class BreakerDetector:
         audit: AuditSink | None = None,
         clock: Callable[[], float] = time.time,
         schedule: Scheduler = _loop_scheduler,
+        may_move: Callable[[], bool] = lambda: True,
     ) -> None:
         self.board = board
         self._audit = audit or LogAuditSink()
         self._clock = clock
         self._schedule = schedule
+        self.may_move = may_move
         self._rules: Mapping[str, BreakerRule] = {}
         self._counts: dict[str, _RouteCounts] = {}
         self._timers: dict[str, Cancel] = {}
@@ -172,6 +182,8 @@ class BreakerDetector:
         if state.pinned:
             log.debug("breaker_pinned", route=route_id, phase=state.phase.value, would=verdict.phase.value)
             return
+        if not self.may_move():
+            return  # the replica that judges will move it; its move reaches this board
         self._move(route_id, rule, verdict, evidence)
 
     def _move(self, route_id: str, rule: BreakerRule, verdict: Verdict, evidence: Counts | None) -> None:
@@ -218,6 +230,9 @@ class BreakerDetector:
         self._timers.pop(route_id, None)
         rule, state = self._rules.get(route_id), self.board.get(route_id)
         if rule is None or state.generation != generation or state.phase is not Phase.OPEN or state.pinned:
+            return
+        if not self.may_move():
+            self._timers[route_id] = self._schedule(RECHECK_S, lambda: self._wake(route_id, generation))
             return
         wait = rule.wait_in_open_ms / 1000
         self._move(route_id, rule, Verdict(Phase.HALF_OPEN, f"waited {wait:g}s in open"), None)

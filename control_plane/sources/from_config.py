@@ -21,6 +21,8 @@ class Sources:
     """Each source once (Kubernetes is both kinds), in the order ``/status`` lists them."""
     git: tuple[GitSource, ...]
     """The ones an operator can ask to sync now (``POST /sync``)."""
+    kubernetes: KubernetesSource | None = None
+    """The cluster source, which also shares the breaker board between replicas."""
 
 
 def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sources:
@@ -57,6 +59,7 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
                     lease_renew=kube.lease_renew.seconds,
                     write_status=kube.write_status,
                     api_keys=kube.api_keys,
+                    breaker_board=kube.breaker_board.config_map if kube.breaker_board else None,
                     **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
                 )
             ),
@@ -65,4 +68,7 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
         else ()
     )
     # Kubernetes endpoints first; the static file for services the cluster does not have.
-    return Sources(routes=(*git, *cluster), endpoints=(*cluster, *files), every=(*git, *files, *cluster), git=git)
+    return Sources(
+        routes=(*git, *cluster), endpoints=(*cluster, *files), every=(*git, *files, *cluster), git=git,
+        kubernetes=cluster[0] if cluster else None,
+    )

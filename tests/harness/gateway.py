@@ -71,12 +71,20 @@ class GatewayStack:
         if wait_path is not None:
             self.wait_status(wait_path, 200)
 
-    def start_envoy(self, node_id: str, *, cluster: str = "gateway", runtime: dict[str, Any] | None = None) -> EnvoyProcess:
-        """Another Envoy on this control plane; ``runtime`` replaces the stack's runtime layer."""
+    def start_envoy(
+        self,
+        node_id: str,
+        *,
+        cluster: str = "gateway",
+        runtime: dict[str, Any] | None = None,
+        control_plane: ControlPlaneProcess | None = None,
+    ) -> EnvoyProcess:
+        """Another Envoy on this control plane (or on ``control_plane``, another replica);
+        ``runtime`` replaces the stack's runtime layer."""
         admin_port = free_port()
         bootstrap = render_bootstrap(
             xds_host="127.0.0.1",
-            xds_port=self.control_plane.xds_port,
+            xds_port=(control_plane or self.control_plane).xds_port,
             admin_port=admin_port,
             node_id=node_id,
             node_cluster=cluster,

@@ -226,6 +226,31 @@ every template that renders ratelimit parts, so `helm template -s` of any of the
 {{- end }}
 {{- end }}
 
+{{/* --- route circuit breakers ------------------------------------------------------ */}}
+
+{{/* Where the breakers' credentials are mounted: the control plane's breakers.*CredentialFile
+and telemetry's breakerTallies.credentialFile name files here. */}}
+{{- define "gatehouse.breakers.credentialDir" -}}/etc/gatehouse/breakers{{- end }}
+
+{{/* The Secret holding tally-credential and operator-credential: breakers.existingSecret, or the chart's. */}}
+{{- define "gatehouse.breakers.secretName" -}}
+{{- default (include "gatehouse.componentName" (dict "ctx" . "component" "breakers")) .Values.breakers.existingSecret }}
+{{- end }}
+
+{{/* The breaker board's ConfigMap, which the control plane creates and patches itself (never rendered). */}}
+{{- define "gatehouse.breakers.boardName" -}}
+{{- include "gatehouse.componentName" (dict "ctx" . "component" "breakers") }}
+{{- end }}
+
+{{/*
+The headless Service with one address per ready control-plane replica, to which telemetry
+posts its tallies. Not componentName: "-control-plane-replicas" is 23 characters, 9 more than
+the longest suffix gatehouse.fullname leaves room for.
+*/}}
+{{- define "gatehouse.controlPlane.replicasServiceName" -}}
+{{- printf "%s-control-plane-replicas" (include "gatehouse.fullname" . | trunc 40 | trimSuffix "-") }}
+{{- end }}
+
 {{/* --- telemetry, Kafka and audit ------------------------------------------------------ */}}
 
 {{/* Where the telemetry sidecar's config file is mounted. */}}

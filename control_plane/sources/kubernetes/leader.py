@@ -47,6 +47,7 @@ class LeaderElector:
         self._duration = duration
         self._retry = retry
         self._renewed = 0.0
+        self._answered = time.monotonic()  # not isolated before a first try has failed for long
         self._holding = False
         self._leading = False
         self.changed = asyncio.Event()
@@ -57,11 +58,18 @@ class LeaderElector:
         """We hold the lease and renewed it recently enough that nobody else may take it."""
         return self._holding and time.monotonic() - self._renewed < self._duration
 
+    @property
+    def isolated(self) -> bool:
+        """The API server has not answered us for a lease duration: nobody can count on
+        us holding the lease, and we cannot see who does."""
+        return time.monotonic() - self._answered >= self._duration
+
     async def run(self) -> None:
         while True:
             started = time.monotonic()
             try:
                 held = await asyncio.to_thread(self._try_acquire_or_renew)
+                self._answered = started
                 if held:
                     self._renewed = started
                 self._holding = held

@@ -2,7 +2,8 @@
 
 Watches: Routes (all namespaces, or a list), Services and EndpointSlices. Writes: Route
 status, by the Lease holder only. Route changes go down the route path; Service and
-EndpointSlice changes go down the endpoint fast path (EDS only).
+EndpointSlice changes go down the endpoint fast path (EDS only). Optionally it also
+syncs API-key Secrets and shares the route breakers' board (``share_breakers``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 import structlog
 from kubernetes import client
+from kubernetes.client import CoreV1Api  # loaded now, not on the event loop (see leader.py)
 
+from control_plane.breakers.board import BreakerBoard
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.conflicts import Conflict
@@ -28,6 +31,7 @@ from control_plane.sources.base import PublishEndpoints, PublishRoutes
 from control_plane.config import KubernetesApiKeys
 from control_plane.sources.kubernetes.api import api_client
 from control_plane.sources.kubernetes.api_key_secrets import SELECTOR, ApiKeySecrets
+from control_plane.sources.kubernetes.breaker_board import SharedBreakerBoard
 from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
 from control_plane.sources.kubernetes.leader import LeaderElector
 from control_plane.sources.kubernetes.routes import SOURCE, KubernetesRouteSource, ObjectState
@@ -53,6 +57,8 @@ class KubernetesSettings:
     write_status: bool = True
     api_keys: KubernetesApiKeys | None = None
     """Sync API-key Secrets into the key store (``api_key_secrets``)."""
+    breaker_board: str | None = None
+    """The ConfigMap (in ``lease_namespace``) the replicas share breaker phases through."""
 
 
 class KubernetesSource:
@@ -74,6 +80,8 @@ class KubernetesSource:
         self._programmed: dict[str, tuple[Route, Condition]] = {}
         self._last_acked = ""
         self.api_keys: ApiKeySecrets | None = None
+        self.breaker_board: SharedBreakerBoard | None = None
+        self._board: tuple[BreakerBoard, Callable[[], set[str] | None]] | None = None
         self._route_paths = (
             [f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}" for ns in settings.namespaces]
             if settings.namespaces
@@ -86,6 +94,22 @@ class KubernetesSource:
     def feedback(self) -> KubernetesSource:
         """Route status: this source writes conflicts, ACKs and NACKs on the objects."""
         return self
+
+    def share_breakers(self, board: BreakerBoard, live_routes: Callable[[], set[str] | None]) -> bool:
+        """Before ``run_routes``: share ``board`` with the other replicas, if configured
+        (True); the source is then synced only once the shared board has been read."""
+        if self._settings.breaker_board is None:
+            return False
+        self._board = (board, live_routes)
+        self._unlisted.add("breaker-board")
+        return True
+
+    def may_judge_breakers(self) -> bool:
+        """Whether this replica's detector moves breakers: the Lease holder does; so does a
+        replica that has not heard from the API server for a lease duration (nobody can
+        share a board with it then); without leader election, every replica."""
+        leader = self._leader
+        return leader is None or leader.leading or leader.isolated
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -133,7 +157,30 @@ class KubernetesSource:
             watch, task = self._api_key_sync(api, loop, self._settings.api_keys)
             watches.append(watch)
             tasks.append(task)
+        if self._board is not None and self._settings.breaker_board is not None:
+            watch, task = self._breaker_board_sync(api, loop, *self._board)
+            watches.append(watch)
+            tasks.append(task)
         await self._watch(watches, tasks)
+
+    def _breaker_board_sync(
+        self,
+        api: client.ApiClient,
+        loop: asyncio.AbstractEventLoop,
+        board: BreakerBoard,
+        live_routes: Callable[[], set[str] | None],
+    ) -> tuple[ResourceWatch, asyncio.Task[None]]:
+        assert self._settings.breaker_board is not None
+        shared = self.breaker_board = SharedBreakerBoard(
+            CoreV1Api(api), board,
+            namespace=self._settings.lease_namespace, name=self._settings.breaker_board,
+            live_routes=live_routes, leading=lambda: self.leading,
+        )
+        watch = ResourceWatch(
+            api, shared.watch_path, self._first("breaker-board", shared.apply), loop,
+            name=f"breaker-board:{shared.namespace}/{shared.name}", field_selector=shared.field_selector,
+        )
+        return watch, asyncio.create_task(shared.run(), name="breaker-board")
 
     def _api_key_sync(
         self, api: client.ApiClient, loop: asyncio.AbstractEventLoop, settings: KubernetesApiKeys
@@ -257,4 +304,5 @@ class KubernetesSource:
             "status_writes": self._writer.writes if self._writer else 0,
             "watches": {w.name: {"synced": w.synced.is_set(), "errors": w.errors, "relists": w.relists} for w in self._watches},
             "conflicts": {k: c.message for k, c in self._conflicts.items()} or None,
+            **({"breaker_board": self.breaker_board.status()} if self.breaker_board is not None else {}),
         }

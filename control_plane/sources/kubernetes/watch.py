@@ -59,9 +59,13 @@ class ResourceWatch:
         *,
         name: str,
         label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> None:
         self._api = api
-        self._selector: list[tuple[str, Any]] = [("labelSelector", label_selector)] if label_selector else []
+        self._selector: list[tuple[str, Any]] = [
+            *([("labelSelector", label_selector)] if label_selector else []),
+            *([("fieldSelector", field_selector)] if field_selector else []),
+        ]
         self._path = path
         self._on_changes = on_changes
         self._loop = loop

@@ -38,6 +38,7 @@ log = structlog.get_logger(component="telemetry")
 
 PATH = "/breakers/tallies"
 RESOLVE_EVERY = 5.0
+UNRESOLVED_RETRY = 1.0
 
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """``(host, port) → addresses``: every address the name has now."""
@@ -49,8 +50,10 @@ async def resolve_all(host: str, port: int) -> list[str]:
 
 
 def _with_host(url: str, address: str) -> str:
+    """``url`` with ``address`` in place of its host (IPv6 bracketed, a zone's % escaped)."""
     parts = urllib.parse.urlsplit(url)
-    host = f"[{address}]" if ipaddress.ip_address(address).version == 6 else address
+    literal, _, zone = address.partition("%")
+    host = f"[{literal}{'%25' + zone if zone else ''}]" if ipaddress.ip_address(literal).version == 6 else address
     return parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host).geturl()
 
 
@@ -72,7 +75,7 @@ class TallyFlusher:
         self._resolver = resolver
         self._addresses: dict[str, list[str]] = {}
         """URL → the URLs of its addresses, as last resolved (``every_address``)."""
-        self._resolved_at = float("-inf")
+        self._next_resolve = float("-inf")
         self._headers = {"Authorization": f"Bearer {credential}", "Content-Type": "application/json"}
         self._interval = interval
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -100,34 +103,46 @@ class TallyFlusher:
         calls = sum(t["calls"] for t in tallies)
         body = json.dumps({"rulesVersion": self._tallies.version, "tallies": tallies}).encode()
         targets = await self._targets(calls)
-        await asyncio.gather(*(self._post(url, body, calls) for url in targets))
+        await asyncio.gather(*(self._post(url, body, calls, host) for url, host in targets))
 
-    async def _targets(self, calls: int) -> list[str]:
+    async def _targets(self, calls: int) -> list[tuple[str, str | None]]:
+        """(URL to post to, the name it stands for when it holds an address instead)."""
         if not self._every_address:
-            return self._urls
-        if time.monotonic() - self._resolved_at >= RESOLVE_EVERY or not all(self._addresses.get(u) for u in self._urls):
-            self._resolved_at = time.monotonic()
-            for url in self._urls:
-                parts = urllib.parse.urlsplit(url)
-                port = parts.port or (443 if parts.scheme == "https" else 80)
-                try:
-                    found = await asyncio.wait_for(self._resolver(parts.hostname or "", port), self._timeout.total)
-                except (OSError, TimeoutError, ValueError) as exc:
-                    if url not in self._failing:
-                        log.warning("breaker_replicas_unresolved", url=url, error=repr(exc), kept=len(self._addresses.get(url, [])))
-                    found = []
-                if found:
-                    self._addresses[url] = [_with_host(url, address) for address in found]
-        targets = [t for url in self._urls for t in self._addresses.get(url, [])]
+            return [(url, None) for url in self._urls]
+        if time.monotonic() >= self._next_resolve:
+            await self._resolve()
+        targets: list[tuple[str, str | None]] = []
         for url in self._urls:
-            if not self._addresses.get(url):
+            addresses = self._addresses.get(url)
+            if not addresses:
                 self._failed(url, "unresolved", calls, "the name has no address")
+            targets.extend((address, urllib.parse.urlsplit(url).netloc) for address in addresses or ())
         return targets
 
-    async def _post(self, url: str, body: bytes, calls: int) -> None:
+    async def _resolve(self) -> None:
+        """Every URL's name again; a failure keeps what it had. Again in ``RESOLVE_EVERY``,
+        or in a second while some name has no address at all."""
+        for url in self._urls:
+            parts = urllib.parse.urlsplit(url)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            try:
+                found = await asyncio.wait_for(self._resolver(parts.hostname or "", port), self._timeout.total)
+            except (OSError, TimeoutError, ValueError) as exc:
+                if url not in self._failing:
+                    log.warning("breaker_replicas_unresolved", url=url, error=repr(exc), kept=len(self._addresses.get(url, [])))
+                found = []
+            if found:
+                self._addresses[url] = [_with_host(url, address) for address in found]
+        unresolved = any(not self._addresses.get(url) for url in self._urls)
+        self._next_resolve = time.monotonic() + (UNRESOLVED_RETRY if unresolved else RESOLVE_EVERY)
+
+    async def _post(self, url: str, body: bytes, calls: int, host: str | None = None) -> None:
         assert self._session is not None
+        headers = self._headers if host is None else {**self._headers, "Host": host}
+        # An address in an https URL: the certificate is still checked against the name.
+        tls_name = urllib.parse.urlsplit(f"//{host}").hostname if host is not None and url.startswith("https:") else None
         try:
-            async with self._session.post(url, data=body, headers=self._headers) as response:
+            async with self._session.post(url, data=body, headers=headers, server_hostname=tls_name) as response:
                 answer = await response.read()
                 if response.status != 200:
                     self._failed(url, "refused", calls, f"HTTP {response.status}: {answer[:200].decode(errors='replace')}")

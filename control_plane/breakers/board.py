@@ -60,9 +60,19 @@ CLOSED = BreakerState(Phase.CLOSED, since=0.0, actor=Actor.DETECTOR, reason="", 
 
 
 def newer(a: BreakerState, b: BreakerState) -> bool:
-    """``a`` comes after ``b``: more moves, or as many and later. Every replica orders two
-    states the same way, so boards that trade states end on the same one."""
-    return (a.generation, a.since) > (b.generation, b.since)
+    """``a`` comes after ``b``: the later move (replicas' clocks are NTP-close), then the
+    one with more moves, then an arbitrary but fixed order. Every replica orders two states
+    the same way, so boards that trade states end on the same one. Time first, not the move
+    count: a replica that judged alone through an API-server outage must not win over an
+    operator's later move elsewhere just because it moved more often."""
+    return _order(a) > _order(b)
+
+
+def _order(state: BreakerState) -> tuple[float, int, str, str, float, bool]:
+    return (
+        state.since, state.generation, state.phase.value, state.actor.value + state.reason,
+        state.open_until if state.open_until is not None else -1.0, state.pinned,
+    )
 
 
 Listener = Callable[[str, BreakerState, BreakerState], None]
@@ -154,5 +164,7 @@ class BreakerBoard:
         return True
 
     def unshare(self, route_id: str) -> None:
-        """The shared board no longer holds the route (its breaker is gone)."""
+        """The shared board dropped the route: its breaker is gone, and its state with it,
+        so the route starts CLOSED if it ever comes back."""
         self._shared.pop(route_id, None)
+        self._states.pop(route_id, None)

@@ -12,8 +12,8 @@ Every move the detector makes is an audit event ``breaker.transition``, actor ``
 
 With replicas sharing one board, every replica counts (telemetry posts to each) but only
 the one ``may_move`` allows (the Lease holder) judges: the others take its moves from the
-shared board, and are ready to judge the moment they hold the Lease. An OPEN timer that
-fires where moving is not allowed looks again every ``RECHECK_S``.
+shared board, and are ready to judge the moment they hold the Lease. An OPEN timer, or
+a verdict, reached where moving is not allowed is looked at again every ``RECHECK_S``.
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ class BreakerDetector:
         self._rules: Mapping[str, BreakerRule] = {}
         self._counts: dict[str, _RouteCounts] = {}
         self._timers: dict[str, Cancel] = {}
+        self._rechecks: dict[str, Cancel] = {}
         board.subscribe(self._moved)
 
     # -- inputs ------------------------------------------------------------------------
@@ -183,8 +184,18 @@ class BreakerDetector:
             log.debug("breaker_pinned", route=route_id, phase=state.phase.value, would=verdict.phase.value)
             return
         if not self.may_move():
-            return  # the replica that judges will move it; its move reaches this board
+            # The replica that judges will move it and its move reaches this board (and
+            # starts the counts afresh). Until then look again: if that replica is gone,
+            # the verdict must not wait for tallies that may never come (spent probes).
+            if route_id not in self._rechecks:
+                self._rechecks[route_id] = self._schedule(RECHECK_S, lambda: self._rejudge(route_id))
+            return
         self._move(route_id, rule, verdict, evidence)
+
+    def _rejudge(self, route_id: str) -> None:
+        self._rechecks.pop(route_id, None)
+        if route_id in self._rules and route_id in self._counts:
+            self._judge(route_id)
 
     def _move(self, route_id: str, rule: BreakerRule, verdict: Verdict, evidence: Counts | None) -> None:
         old = self.board.get(route_id)

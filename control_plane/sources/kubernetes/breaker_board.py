@@ -11,8 +11,11 @@ it within milliseconds. This module makes the boards agree (``kubernetes.breaker
   own;
 - a replica whose state is newer than the entry it sees writes its own again, so two moves
   made at once on two replicas end on the same (later) one everywhere: a max register;
-- the Lease holder removes the entries of routes that no longer have a breaker, so a route
-  created again under the same name starts CLOSED.
+- the replica that judges (the Lease holder) removes the entries of routes that have had
+  no breaker for a minute; every replica then drops its state, so a route created again
+  later under the same name starts CLOSED (within that minute it keeps its phase);
+- an entry removed or garbled by hand while its route still has a breaker is written
+  again by every replica that has moved it.
 
 The Kubernetes source watches the ConfigMap (``watch_path``, ``field_selector``) and feeds
 ``apply``; it counts as synced only after the first list, so a (re)started replica has the
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +51,7 @@ log = structlog.get_logger(component="breaker_board")
 REQUEST_TIMEOUT = 5.0
 BACKOFF_MAX = 10.0
 PRUNE_EVERY = 30.0
+PRUNE_AFTER = 60.0
 _KEY = re.compile(r"^([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)\.([a-z0-9](?:[-a-z0-9.]*[a-z0-9])?)$")
 
 WRITES = Counter(
@@ -65,6 +70,13 @@ def route_of(key: str) -> str:
     if match is None:
         raise ValueError("not <namespace>.<name>")
     return f"{match[1]}/{match[2]}"
+
+
+def _route_or_none(key: str) -> str | None:
+    try:
+        return route_of(key)
+    except ValueError:
+        return None
 
 
 def encode(state: BreakerState) -> str:
@@ -111,7 +123,8 @@ class SharedBreakerBoard:
     """The replication of one ``BreakerBoard`` through the ConfigMap ``namespace/name``.
 
     ``live_routes`` names the routes that have a breaker now (None before the first
-    snapshot); ``leading`` says whether this replica holds the Lease (it prunes)."""
+    snapshot); ``may_prune`` says whether this replica judges (the Lease holder; every
+    replica without leader election), and so prunes."""
 
     def __init__(
         self,
@@ -121,13 +134,17 @@ class SharedBreakerBoard:
         namespace: str,
         name: str,
         live_routes: Callable[[], set[str] | None],
-        leading: Callable[[], bool],
+        may_prune: Callable[[], bool],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._core = core
         self._board = board
         self.namespace, self.name = namespace, name
         self._live_routes = live_routes
-        self._leading = leading
+        self._may_prune = may_prune
+        self._clock = clock
+        self._missing: dict[str, float] = {}
+        """Entries whose route this replica's snapshot lacks: key → since when."""
         self._seen: dict[str, str] = {}
         """The entries the ConfigMap held at the last event: key → text."""
         self._pending: dict[str, str | None] = {}
@@ -215,16 +232,20 @@ class SharedBreakerBoard:
         )
 
     def _prune(self) -> None:
-        """The Lease holder removes entries of routes without a breaker (once it has a snapshot)."""
+        """The judging replica removes the entries of routes that have had no breaker in
+        its snapshots for ``PRUNE_AFTER`` seconds: long enough for every replica's sources
+        to agree, so a route another replica already has is never pruned."""
         live = self._live_routes()
-        if live is None or not self._leading() or not self.synced.is_set():
+        if live is None or not self._may_prune() or not self.synced.is_set():
             return
+        now = self._clock()
+        for key in list(self._missing):
+            if key not in self._seen:
+                del self._missing[key]
         for key in self._seen:
-            try:
-                route_id = route_of(key)
-            except ValueError:
-                route_id = ""
-            if route_id not in live and key not in self._pending:
+            if _route_or_none(key) in live:
+                self._missing.pop(key, None)
+            elif now - self._missing.setdefault(key, now) >= PRUNE_AFTER and key not in self._pending:
                 self._pending[key] = None
 
     # -- ConfigMap -> board ------------------------------------------------------------
@@ -234,29 +255,36 @@ class SharedBreakerBoard:
         obj = changes.get(f"{self.namespace}/{self.name}")
         data: dict[str, Any] = (obj or {}).get("data") or {}
         entries = {k: v for k, v in data.items() if isinstance(v, str)}
+        live = self._live_routes()
         for key in set(self._seen) - set(entries):
-            try:
-                self._board.unshare(route_of(key))
-            except ValueError:
-                pass
+            route_id = _route_or_none(key)
+            if route_id is None:
+                continue
+            if live is not None and route_id in live and self._board.get(route_id).generation > 0:
+                # Removed (or the whole ConfigMap deleted) by hand while the route has its
+                # breaker here: our state goes back.
+                self._pending.setdefault(key, encode(self._board.get(route_id)))
+            else:
+                self._board.unshare(route_id)  # pruned: the breaker is gone
         for key, text in entries.items():
             if self._seen.get(key) == text:
                 continue
+            route_id = _route_or_none(key)
             try:
-                route_id, state = route_of(key), decode(text)
+                state = decode(text)
+                if route_id is None:
+                    raise ValueError("the key is not <namespace>.<name>")
             except ValueError as exc:
                 log.warning("breaker_board_entry_skipped", configmap=f"{self.namespace}/{self.name}", key=key, reason=str(exc)[:200])
+                if route_id is not None and self._board.get(route_id).generation > 0:
+                    self._pending.setdefault(key, encode(self._board.get(route_id)))  # repair it with ours
                 continue
             if self._board.adopt(route_id, state):
                 ADOPTED.inc()
                 log.info("breaker_adopted", route=route_id, phase=state.phase.value, generation=state.generation, actor=state.actor.value)
             mine = self._board.get(route_id)
-            if newer(mine, state) and key not in self._pending:
-                self._pending[key] = encode(mine)  # ours is later: it must win everywhere
-        if obj is None:
-            # Deleted (by hand): write back every state this replica has moved.
-            for route_id, state in self._board.states().items():
-                self._pending.setdefault(entry_key(route_id), encode(state))
+            if newer(mine, state):
+                self._pending.setdefault(key, encode(mine))  # ours is later: it must win everywhere
         self._seen = entries
         self.synced.set()
         if self._pending:

@@ -174,7 +174,7 @@ class KubernetesSource:
         shared = self.breaker_board = SharedBreakerBoard(
             CoreV1Api(api), board,
             namespace=self._settings.lease_namespace, name=self._settings.breaker_board,
-            live_routes=live_routes, leading=lambda: self.leading,
+            live_routes=live_routes, may_prune=self.may_judge_breakers,
         )
         watch = ResourceWatch(
             api, shared.watch_path, self._first("breaker-board", shared.apply), loop,

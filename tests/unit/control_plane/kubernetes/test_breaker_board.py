@@ -53,9 +53,10 @@ class Replica:
         self.board = BreakerBoard()
         self.leading = leading
         self.live = live
+        self.now = 0.0
         self.shared = SharedBreakerBoard(
             api, self.board, namespace=NAMESPACE, name=NAME,  # type: ignore[arg-type]
-            live_routes=lambda: self.live, leading=lambda: self.leading,
+            live_routes=lambda: self.live, may_prune=lambda: self.leading, clock=lambda: self.now,
         )
 
     def see(self) -> None:
@@ -149,24 +150,52 @@ async def test_a_malformed_entry_is_skipped_and_the_others_adopted() -> None:
     assert replica.shared.synced.is_set()
 
 
-async def test_only_the_lease_holder_prunes_and_only_after_a_snapshot(running: Callable[[Replica], None]) -> None:
+async def test_only_the_judging_replica_prunes_after_a_minute_without_the_route(running: Callable[[Replica], None]) -> None:
     api = FakeConfigMaps()
     api.data = {"shop.orders": encode(opened()), "shop.gone": encode(opened())}
     follower, leader = Replica(api, live={ROUTE}), Replica(api, leading=True, live=None)
     for replica in (follower, leader):
         replica.see()
         running(replica)
-    follower.shared._wake.set()
-    leader.shared._wake.set()
-    await asyncio.sleep(0.05)
+
+    async def prune_pass(*replicas: Replica) -> None:
+        for replica in replicas:
+            replica.shared._wake.set()
+        await asyncio.sleep(0.05)
+
+    await prune_pass(follower, leader)
     assert api.patches == [], "a follower never prunes; a leader without a snapshot does not either"
     leader.live = {ROUTE}
-    leader.shared._wake.set()
-    await settle(lambda: api.patches == [{"shop.gone": None}])
+    await prune_pass(leader)
+    leader.now = 59.0
+    await prune_pass(leader)
+    assert api.patches == [], "gone from the leader's snapshot for less than a minute: another replica may have it"
+    leader.now = 60.0
+    await prune_pass(leader)
+    assert api.patches == [{"shop.gone": None}]
     follower.see()
     assert api.data == {"shop.orders": encode(opened())}
-    follower.board.forget(keep={ROUTE})
-    assert follower.board.get("shop/gone").phase is Phase.CLOSED, "unshared, then forgotten"
+    assert follower.board.get("shop/gone").phase is Phase.CLOSED, "dropped on every replica: it starts CLOSED if it comes back"
+    assert follower.board.get(ROUTE) == opened()
+
+
+async def test_an_entry_removed_or_garbled_by_hand_is_written_again_by_a_replica_that_has_it(running: Callable[[Replica], None]) -> None:
+    api = FakeConfigMaps()
+    api.data = {}
+    replica = Replica(api, live={ROUTE})
+    replica.see()
+    running(replica)
+    moved = replica.board.move(ROUTE, Phase.OPEN, actor=Actor.OPERATOR, reason="INC-7", open_for=600, pinned=True)
+    await settle(lambda: api.data == {"shop.orders": encode(moved)})
+    replica.see()
+    api.data = {}  # kubectl edit: the key removed
+    replica.see()
+    await settle(lambda: api.data == {"shop.orders": encode(moved)})
+    replica.see()
+    api.data = {"shop.orders": "{garbled"}
+    replica.see()
+    await settle(lambda: api.data == {"shop.orders": encode(moved)})
+    assert replica.board.get(ROUTE) == moved
 
 
 async def test_moves_made_while_the_api_server_is_away_are_written_once_it_answers(running: Callable[[Replica], None]) -> None:

@@ -71,16 +71,18 @@ class ControlPlane:
         # A move is a route change: the snapshot is rebuilt and pushed at once, no polling.
         self._snapshots.attach_breakers(self.breakers)
         self.detector = BreakerDetector(self.breakers, audit=self.audit)
+        # One view of the snapshot's breaker rules, derived once per snapshot for every reader.
+        rules = RulesOfSnapshot(self._current_model)
         credential = config.breakers.tally_credential_file
         self._tallies = TallyEndpoint(
             self.detector,
             credential=read_bearer_credential(config.resolve(credential)) if credential is not None else None,
-            rules=RulesOfSnapshot(self._current_model),
+            rules=rules,
         )
-        self._operator = operator_endpoint(config, self.detector, RulesOfSnapshot(self._current_model), self.audit)
-        board_metrics.BOARD.watch(self.breakers, RulesOfSnapshot(self._current_model))
+        self._operator = operator_endpoint(config, self.detector, rules, self.audit)
+        board_metrics.BOARD.watch(self.breakers, rules)
         cluster = self._sources.kubernetes
-        if cluster is not None and cluster.share_breakers(self.breakers, self._breaker_routes(RulesOfSnapshot(self._current_model))):
+        if cluster is not None and cluster.share_breakers(self.breakers, self._breaker_routes(rules)):
             # Several replicas: one board through the cluster, judged by the Lease holder.
             self.detector.may_move = cluster.may_judge_breakers
         self._started = time.monotonic()

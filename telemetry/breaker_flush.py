@@ -43,6 +43,10 @@ UNRESOLVED_RETRY = 1.0
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """``(host, port) → addresses``: every address the name has now."""
 
+Target = tuple[str, dict[str, str], str | None]
+"""Where one POST goes: (URL, headers, the name TLS checks the certificate against when
+the URL holds an address in place of it)."""
+
 
 async def resolve_all(host: str, port: int) -> list[str]:
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -73,10 +77,11 @@ class TallyFlusher:
         self._urls = [url.rstrip("/") + PATH for url in urls]
         self._every_address = every_address
         self._resolver = resolver
-        self._addresses: dict[str, list[str]] = {}
-        """URL → the URLs of its addresses, as last resolved (``every_address``)."""
-        self._next_resolve = float("-inf")
         self._headers = {"Authorization": f"Bearer {credential}", "Content-Type": "application/json"}
+        self._fixed: list[Target] = [(url, self._headers, None) for url in self._urls]
+        self._addresses: dict[str, list[Target]] = {}
+        """URL → one target per address of its host, as last resolved (``every_address``)."""
+        self._next_resolve = float("-inf")
         self._interval = interval
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
@@ -103,20 +108,19 @@ class TallyFlusher:
         calls = sum(t["calls"] for t in tallies)
         body = json.dumps({"rulesVersion": self._tallies.version, "tallies": tallies}).encode()
         targets = await self._targets(calls)
-        await asyncio.gather(*(self._post(url, body, calls, host) for url, host in targets))
+        await asyncio.gather(*(self._post(target, body, calls) for target in targets))
 
-    async def _targets(self, calls: int) -> list[tuple[str, str | None]]:
-        """(URL to post to, the name it stands for when it holds an address instead)."""
+    async def _targets(self, calls: int) -> list[Target]:
         if not self._every_address:
-            return [(url, None) for url in self._urls]
+            return self._fixed
         if time.monotonic() >= self._next_resolve:
             await self._resolve()
-        targets: list[tuple[str, str | None]] = []
+        targets: list[Target] = []
         for url in self._urls:
             addresses = self._addresses.get(url)
             if not addresses:
                 self._failed(url, "unresolved", calls, "the name has no address")
-            targets.extend((address, urllib.parse.urlsplit(url).netloc) for address in addresses or ())
+            targets.extend(addresses or ())
         return targets
 
     async def _resolve(self) -> None:
@@ -132,15 +136,16 @@ class TallyFlusher:
                     log.warning("breaker_replicas_unresolved", url=url, error=repr(exc), kept=len(self._addresses.get(url, [])))
                 found = []
             if found:
-                self._addresses[url] = [_with_host(url, address) for address in found]
+                headers = {**self._headers, "Host": parts.netloc}
+                # An address in an https URL: the certificate is still checked against the name.
+                tls_name = parts.hostname if parts.scheme == "https" else None
+                self._addresses[url] = [(_with_host(url, address), headers, tls_name) for address in found]
         unresolved = any(not self._addresses.get(url) for url in self._urls)
         self._next_resolve = time.monotonic() + (UNRESOLVED_RETRY if unresolved else RESOLVE_EVERY)
 
-    async def _post(self, url: str, body: bytes, calls: int, host: str | None = None) -> None:
+    async def _post(self, target: Target, body: bytes, calls: int) -> None:
         assert self._session is not None
-        headers = self._headers if host is None else {**self._headers, "Host": host}
-        # An address in an https URL: the certificate is still checked against the name.
-        tls_name = urllib.parse.urlsplit(f"//{host}").hostname if host is not None and url.startswith("https:") else None
+        url, headers, tls_name = target
         try:
             async with self._session.post(url, data=body, headers=headers, server_hostname=tls_name) as response:
                 answer = await response.read()

@@ -68,11 +68,9 @@ def newer(a: BreakerState, b: BreakerState) -> bool:
     return _order(a) > _order(b)
 
 
-def _order(state: BreakerState) -> tuple[float, int, str, str, float, bool]:
-    return (
-        state.since, state.generation, state.phase.value, state.actor.value + state.reason,
-        state.open_until if state.open_until is not None else -1.0, state.pinned,
-    )
+def _order(state: BreakerState) -> tuple[float, int, str, str, str, float, bool]:
+    open_until = state.open_until if state.open_until is not None else -1.0
+    return (state.since, state.generation, state.phase.value, state.actor.value, state.reason, open_until, state.pinned)
 
 
 Listener = Callable[[str, BreakerState, BreakerState], None]

@@ -36,7 +36,8 @@ from servicekit.audit import BREAKER_TRANSITION, AuditEvent, AuditSink, LogAudit
 log = structlog.get_logger(component="breakers")
 
 RECHECK_S = 1.0
-"""How often a replica that may not move looks again at an OPEN breaker whose wait is over."""
+"""How often a replica that may not move looks again at an OPEN breaker whose wait is
+over, or at a verdict it reached."""
 
 SKEW_MS = 250
 """How far a gateway's clock may run behind the control plane's before its first probes

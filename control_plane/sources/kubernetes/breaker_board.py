@@ -7,8 +7,8 @@ it within milliseconds. This module makes the boards agree (``kubernetes.breaker
   written to the ConfigMap as a merge patch of its route's key, ``<namespace>.<name>`` (a
   namespace has no dots); moves made meanwhile are coalesced into the next patch;
 - every replica watches the ConfigMap and hands each entry to ``BreakerBoard.adopt``,
-  which takes it when it is newer by (generation, since) and pushes it like a move of its
-  own;
+  which takes it when it is newer (``board.newer``: the later move first) and pushes it
+  like a move of its own;
 - a replica whose state is newer than the entry it sees writes its own again, so two moves
   made at once on two replicas end on the same (later) one everywhere: a max register;
 - the replica that judges (the Lease holder) removes the entries of routes that have had

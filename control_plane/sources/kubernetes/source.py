@@ -157,7 +157,7 @@ class KubernetesSource:
             watch, task = self._api_key_sync(api, loop, self._settings.api_keys)
             watches.append(watch)
             tasks.append(task)
-        if self._board is not None and self._settings.breaker_board is not None:
+        if self._board is not None:  # share_breakers found it configured
             watch, task = self._breaker_board_sync(api, loop, *self._board)
             watches.append(watch)
             tasks.append(task)

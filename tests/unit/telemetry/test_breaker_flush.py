@@ -40,6 +40,7 @@ async def replicas() -> AsyncIterator[Replicas]:
     for address in ADDRESSES:
         async def tallies(request: web.Request, address: str = address) -> web.Response:
             assert request.headers["authorization"] == "Bearer s3cret-credential-x"
+            assert request.headers["host"] == f"gatehouse-control-plane-replicas.gatehouse.svc:{port}", "the name, not the address"
             found.posts[address] += 1
             return web.json_response({"accepted": 0})
 

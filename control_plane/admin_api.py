@@ -28,6 +28,7 @@ from control_plane.proxy_status import ProxyStatus
 from control_plane.render import resource_data
 from control_plane.sources.git import GitSource
 from control_plane.status_page import DEFAULT_LIMIT, page, route_rows
+from control_plane.translator.pipeline import RouteProblem
 
 
 class AdminView(Protocol):
@@ -45,6 +46,9 @@ class AdminView(Protocol):
 
     @property
     def quarantined(self) -> dict[str, str]: ...
+
+    @property
+    def problems(self) -> dict[str, RouteProblem]: ...
 
     @property
     def conflicts(self) -> Sequence[Conflict]: ...
@@ -79,6 +83,7 @@ def admin_routes(plane: AdminView) -> list[web.RouteDef]:
             "groups": group_versions(plane, snapshot),
             "sources": plane.source_status(),
             "quarantined": plane.quarantined,
+            "not_enforced": {rid: p.message for rid, p in plane.problems.items() if p.served},
             "conflicts": [{"route": c.loser.id, "origin": str(c.loser.origin), "detail": c.message} for c in plane.conflicts],
             **plane.status.as_dict(),
         }
@@ -120,7 +125,7 @@ def admin_routes(plane: AdminView) -> list[web.RouteDef]:
         latest = {group: versions.get("RDS", "") for group, versions in group_versions(plane, snapshot).items()}
         body = route_rows(
             model=snapshot.model if snapshot is not None else (),
-            quarantined=plane.quarantined,
+            problems=plane.problems,
             rejected=kubernetes_rejected(plane.source_status()),
             conflicts=plane.conflicts,
             proxies=plane.status.proxies.values(),

@@ -95,6 +95,12 @@ class ExtAuthz(Model):
     timeout: Duration = Millis(250)
     fail_open: bool = False
     """If the service cannot answer: false denies with 503 (default), true lets requests through."""
+    features: list[Literal["waitingRoom", "apiKeys", "signedUpstreamTokens", "tokenExchange"]] | None = None
+    """What the service is configured for: ``waitingRoom`` (its ``http.waitingRoom`` ticket
+    key), ``apiKeys`` (a key store: ``revocation``), ``signedUpstreamTokens``
+    (``http.upstreamTokens.keyFile``), ``tokenExchange`` (``http.upstreamTokens``). A route
+    needing one not listed is refused here (``Accepted=False``, naming the setting). Unset:
+    not declared; the service refuses, per route, what it cannot serve (503, fail closed)."""
 
 
 class RateLimitService(Model):
@@ -240,6 +246,10 @@ class ControlPlaneConfig(Model):
     node_groups: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")], Gateway] = {}
     """Envoys whose node.cluster names a group here listen where the group says; the rest
     use `gateway`. Routes, clusters and endpoints are the same for every group."""
+    rate_limits_without_limiter: Literal["refuse", "serveUnlimited"] = "refuse"
+    """A route with ``rateLimits`` when ``rateLimit`` is not configured: ``refuse`` (the
+    default) does not serve it (``Accepted=False``); ``serveUnlimited`` serves it without
+    its limits, with the route's ``Enforced=False`` condition saying so."""
     debounce: Debounce = Debounce()
     breakers: Breakers = Breakers()
     sources: Sources

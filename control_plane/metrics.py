@@ -32,3 +32,15 @@ SOURCE_REJECTIONS = Counter(
     "gatehouse_source_rejections_total", "Source revisions refused because they were invalid", ["source"]
 )
 ROUTES_LOADED = Gauge("gatehouse_routes", "Routes in the live model", ["source"])
+ROUTES_REFUSED = Gauge(
+    "gatehouse_routes_refused",
+    "Routes left out of the configuration: Unenforceable (they ask for protection this gateway cannot "
+    "enforce) or Invalid (the translator could not build them)",
+    ["reason"],
+)
+ROUTES_NOT_ENFORCED = Gauge(
+    "gatehouse_routes_not_enforced",
+    "Routes served without a field they set, by the operator's choice or for want of its feed "
+    "(rateLimits without a limiter, circuitBreaker.errorRate without tallies)",
+    ["field"],
+)

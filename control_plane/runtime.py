@@ -39,6 +39,7 @@ from control_plane.sources.from_config import sources_from_config
 from control_plane.sources.git import GitSource
 from control_plane.translator import RouteTranslator, edge_resources
 from control_plane.translator.from_config import gateway_settings, node_group_settings
+from control_plane.translator.pipeline import RouteProblem
 from servicekit.admin_http import AdminServer
 from servicekit.audit import AuditSink
 from servicekit.audit_output import AuditChannel
@@ -158,6 +159,10 @@ class ControlPlane:
     @property
     def quarantined(self) -> dict[str, str]:
         return self._snapshots.quarantined
+
+    @property
+    def problems(self) -> dict[str, RouteProblem]:
+        return self._snapshots.problems
 
     def source_status(self) -> list[dict[str, Any]]:
         return [source.status() for source in self._sources.every]

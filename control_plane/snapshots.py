@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
 import structlog
@@ -30,6 +31,9 @@ from control_plane.model.conflicts import Conflict, resolve_conflicts
 from control_plane.model.route import Route
 from control_plane.sources.base import LayeredEndpoints, PublishEndpoints, RouteFeedback, RouteSet
 from control_plane.translator import Edge, EndpointTable, EndpointTranslator, RouteTranslator, Translation
+from control_plane.translator.pipeline import UNENFORCEABLE, UNTRANSLATABLE, RouteProblem
+
+NOT_ENFORCED_FIELDS = ("rateLimits", "circuitBreaker.errorRate")
 
 log = structlog.get_logger(component="control_plane")
 
@@ -106,6 +110,11 @@ class SnapshotPublisher:
     def quarantined(self) -> dict[str, str]:
         return dict(self._routes.quarantined)
 
+    @property
+    def problems(self) -> dict[str, RouteProblem]:
+        """Routes refused, untranslatable, or served with something not enforced, by id."""
+        return dict(self._routes.problems)
+
     # -- rebuilds ------------------------------------------------------------------
 
     def _record_conflicts(self, conflicts: list[Conflict]) -> None:
@@ -117,6 +126,19 @@ class SnapshotPublisher:
         self.conflicts = conflicts
         for feedback in self._feedback:
             feedback.report_conflicts(conflicts)
+
+    def _record_problems(self, problems: Mapping[str, RouteProblem]) -> None:
+        """Tell the route sources (route status) and the metrics what translation refused."""
+        refused = Counter(p.reason for p in problems.values() if not p.served)
+        for reason in (UNENFORCEABLE, UNTRANSLATABLE):
+            metrics.ROUTES_REFUSED.labels(reason).set(refused.get(reason, 0))
+        fields = Counter(
+            note.split(":", 1)[0] for p in problems.values() if p.served for note in p.message.split("; ")
+        )
+        for field in NOT_ENFORCED_FIELDS:
+            metrics.ROUTES_NOT_ENFORCED.labels(field).set(fields.get(field, 0))
+        for feedback in self._feedback:
+            feedback.report_problems(list(problems.values()))
 
     async def _rebuild_routes(self, seen_at: float) -> None:
         if not self._open:
@@ -131,6 +153,7 @@ class SnapshotPublisher:
         breakers = dict(self._breakers())  # a copy: the board moves on the loop, we read in a thread
         kept, conflicts, translation = await asyncio.to_thread(self._translate, routes, breakers)
         self._record_conflicts(conflicts)
+        self._record_problems(self._routes.problems)
         metrics.TRANSLATIONS.inc()
         metrics.ROUTES_TRANSLATED.inc(self._routes.translated_routes - before)
         endpoints = self._endpoints.translate(translation.cluster_refs, self._table)

@@ -11,11 +11,16 @@ Route rows say what the Kubernetes source writes on a Route's status (``Accepted
 ``Programmed``), for every source, from what the control plane knows:
 
 - ``Accepted``: ``False`` with reason ``Invalid`` (the source or the translator refused
-  it: quarantined) or ``Conflict`` (another route claims the same match), else ``True``;
+  it: quarantined), ``Unenforceable`` (it asks for protection this gateway cannot
+  enforce; the message names the missing setting) or ``Conflict`` (another route claims
+  the same match), else ``True``;
 - ``Programmed``: ``False``/``Rejected`` while a connected Envoy's current NACK names the
   route, ``False``/``NotServing`` when it is not in the configuration sent, ``True`` once
   every connected Envoy ACKed its group's latest route configuration, else ``Unknown``
-  (``Pending``, or ``NoEnvoy`` when no Envoy is connected).
+  (``Pending``, or ``NoEnvoy`` when no Envoy is connected);
+- ``Enforced``: ``False``/``NotEnforced`` when an accepted route is served without something
+  it asks for (``rateLimits`` with ``rateLimitsWithoutLimiter: serveUnlimited``, an
+  ``errorRate`` breaker no tally reaches), else ``True``.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from control_plane.model.conflicts import Conflict
 from control_plane.model.route import Route
 from control_plane.proxy_status import Proxy
 from control_plane.status_page_html import SCRIPT, STYLE, document
+from control_plane.translator.pipeline import RouteProblem
 
 ENVOY_TYPES = frozenset({"CDS", "EDS", "LDS", "RDS", "SDS"})
 """Types only Envoy asks for; an xDS client that asks for none of them (ratelimit_svc and
@@ -58,7 +64,7 @@ def _nodes(proxies: Iterable[Proxy]) -> str:
 def route_rows(
     *,
     model: Sequence[Route],
-    quarantined: Mapping[str, str],
+    problems: Mapping[str, RouteProblem],
     rejected: Mapping[str, str],
     conflicts: Sequence[Conflict],
     proxies: Iterable[Proxy],
@@ -68,7 +74,8 @@ def route_rows(
     """Every route the control plane knows, with its ``Accepted`` and ``Programmed``
     conditions; rows with a problem first, then by id, at most ``limit`` of them.
 
-    ``quarantined``: routes the translator left out, by id, with why; ``rejected``:
+    ``problems``: routes the translator left out or served without something, by id;
+    ``rejected``:
     Kubernetes objects their source refused, by id, with why; ``latest_rds`` is the RDS version each node group should run (``"*"``:
     the default group's, for groups without a snapshot of their own).
     """
@@ -91,10 +98,11 @@ def route_rows(
     else:
         served = _condition("True", "Programmed", f"every connected Envoy ({len(envoys)}) ACKed the route configuration holding it")
 
-    # (problem, id, origin, Accepted, Programmed): cheap tuples for every route; the rows'
-    # dicts and origin strings only for those shown (10,000 dicts cost 30-190 ms of loop).
-    rows: list[tuple[bool, str, Route | None, dict[str, str], dict[str, str]]] = []
+    # (problem, id, origin, Accepted, Programmed, Enforced): cheap tuples for every route; the
+    # rows' dicts and origin strings only for those shown (10,000 dicts cost 30-190 ms of loop).
+    rows: list[tuple[bool, str, Route | None, dict[str, str], dict[str, str], dict[str, str]]] = []
     valid = _condition("True", "Accepted", "route is valid")
+    enforced = _condition("True", "Enforced", "everything the route asks for is enforced")
     for route in model:
         programmed = served
         refusals = rejecting.get(route.id)
@@ -105,16 +113,24 @@ def route_rows(
         # A Kubernetes object refused in its latest generation: its last good one is served.
         invalid = rejected.get(route.id) if route.origin.source == "kubernetes" else None
         accepted = _condition("False", "Invalid", invalid) if invalid else valid
-        rows.append((invalid is not None or programmed["status"] == "False", route.id, route, accepted, programmed))
+        note = problems.get(route.id)
+        enforcing = _condition("False", note.reason, note.message) if note is not None and note.served else enforced
+        problem = invalid is not None or programmed["status"] == "False" or enforcing is not enforced
+        rows.append((problem, route.id, route, accepted, programmed, enforcing))
     seen = {route.id for route in model}
     not_serving = _condition("False", "NotServing", "this route is not in the configuration sent to Envoy")
+    unknown = _condition("Unknown", "NotServing", "not judged: the route is not served")
     for conflict in conflicts:
-        rows.append((True, conflict.loser.id, conflict.loser, _condition("False", "Conflict", conflict.message), not_serving))
+        rows.append((True, conflict.loser.id, conflict.loser, _condition("False", "Conflict", conflict.message), not_serving, unknown))
         seen.add(conflict.loser.id)
-    for route_id, message in [*quarantined.items(), *rejected.items()]:
+    for route_id, refused in problems.items():
+        if route_id not in seen and not refused.served:
+            seen.add(route_id)
+            rows.append((True, route_id, refused.route, _condition("False", refused.reason, refused.message), not_serving, unknown))
+    for route_id, message in rejected.items():
         if route_id not in seen:
             seen.add(route_id)
-            rows.append((True, route_id, None, _condition("False", "Invalid", message), not_serving))
+            rows.append((True, route_id, None, _condition("False", "Invalid", message), not_serving, unknown))
     rows.sort(key=lambda row: (not row[0], row[1]))
     limit = max(0, min(limit, MAX_LIMIT))
     return {
@@ -122,8 +138,14 @@ def route_rows(
         "problems": sum(1 for row in rows if row[0]),
         "programmed": served,
         "routes": [
-            {"route": route_id, "origin": str(route.origin) if route is not None else "", "accepted": accepted, "programmed": programmed}
-            for _, route_id, route, accepted, programmed in rows[:limit]
+            {
+                "route": route_id,
+                "origin": str(route.origin) if route is not None else "",
+                "accepted": accepted,
+                "programmed": programmed,
+                "enforced": enforcing,
+            }
+            for _, route_id, route, accepted, programmed, enforcing in rows[:limit]
         ],
     }
 

@@ -168,11 +168,11 @@ SCRIPT = """
 
   function renderRoutes(routes) {
     const rows = routes.routes.map((r) => {
-      const row = tr([cell(r.route, "mono"), cell(r.origin, "mono"), condition(r.accepted), condition(r.programmed)]);
+      const row = tr([cell(r.route, "mono"), cell(r.origin, "mono"), condition(r.accepted), condition(r.programmed), condition(r.enforced)]);
       row.dataset.route = r.route;
       return row;
     });
-    fill("routes-body", rows, "no routes", 4);
+    fill("routes-body", rows, "no routes", 5);
   }
 
   function renderProxies(status) {
@@ -279,7 +279,7 @@ _BODY = """
 <tbody id="sources-body"></tbody></table>
 
 <h2>Routes <span id="route-count" class="meta"></span></h2>
-<table id="routes"><thead><tr><th>route</th><th>origin</th><th>Accepted</th><th>Programmed</th></tr></thead>
+<table id="routes"><thead><tr><th>route</th><th>origin</th><th>Accepted</th><th>Programmed</th><th>Enforced</th></tr></thead>
 <tbody id="routes-body"></tbody></table>
 
 <h2>Route breakers</h2>

@@ -19,6 +19,7 @@ from control_plane.cache.types import ResourceType
 from control_plane.model.conflicts import Conflict
 from control_plane.model.route import Route
 from control_plane.translator.endpoints import Endpoint, EndpointTable
+from control_plane.translator.pipeline import RouteProblem
 from control_plane.translator.names import ClusterRef
 
 
@@ -57,6 +58,10 @@ class RouteFeedback(Protocol):
 
     def report_conflicts(self, conflicts: Sequence[Conflict]) -> None:
         """After each merge: which routes lost their claim to another route."""
+
+    def report_problems(self, problems: Sequence[RouteProblem]) -> None:
+        """After each translation: every route refused (not served) or served with
+        something it asks for not enforced, all at once (a route not listed has none)."""
 
     def acked(self, kind: ResourceType, snapshot: Snapshot) -> None: ...
 

@@ -1,8 +1,8 @@
 """API keys on a route (``auth.apiKeys``): what the HTTP check is told, what the upstream never sees.
 
 The keys are decided in the lean HTTP check only (``ext_authz/api_keys.py``): a route with
-``apiKeys`` under ``extAuthz.protocol: grpc`` (or with no ext_authz at all) is refused,
-quarantined with a message that says so, rather than served without its keys. The key
+``apiKeys`` under ``extAuthz.protocol: grpc`` (or with no ext_authz at all, or a check
+without a key store) is refused with a message that says so, rather than served without its keys. The key
 header is forwarded to the check (``check_headers.HTTP_FORWARDED_HEADERS``) and removed
 before the request goes upstream; ``x-consumer`` is an identity header
 (``identity_headers``), so a client's copy never passes.
@@ -10,7 +10,6 @@ before the request goes upstream; ``x-consumer`` is an identity header
 
 from __future__ import annotations
 
-from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.model.schema import Auth
 from control_plane.translator.feature import HttpFeature
@@ -32,18 +31,24 @@ def api_key_requirements(requirements: policy_pb2.AuthRequirements, auth: Auth) 
         requirements.deny_consumers.extend(auth.consumers.deny)
 
 
-def check_decided(route: Route, settings: GatewaySettings) -> None:
-    """ValueError (the route is quarantined) when no HTTP check would read its keys."""
+def refusals(route: Route, settings: GatewaySettings) -> list[str]:
+    """Why no HTTP check here would read the route's keys (the route is then refused)."""
     if not route.spec.auth.api_keys:
-        return
+        return []
     authz = settings.ext_authz
     if authz is None:
-        raise ValueError("auth.apiKeys: the gateway has no extAuthz; API keys are checked by ext_authz's HTTP check")
+        return []  # ``ext_authz.refusals`` says the gateway has no check at all
     if authz.protocol != "http":
-        raise ValueError(
+        return [
             f"auth.apiKeys: needs extAuthz.protocol: http (this gateway uses {authz.protocol}); "
-            "API keys are checked by the HTTP check only"
-        )
+            "API keys are checked by the HTTP check only (Helm: extAuthz.protocol=http)"
+        ]
+    if authz.features is not None and "apiKeys" not in authz.features:
+        return [
+            "auth.apiKeys: the authorization check has no key store (ext_authz revocation.redisUrl, listed in the "
+            "control plane's extAuthz.features as apiKeys; Helm: extAuthz.revocation.enabled=true)"
+        ]
+    return []
 
 
 class ApiKeysFeature(HttpFeature):
@@ -51,9 +56,8 @@ class ApiKeysFeature(HttpFeature):
 
     name = FEATURE
 
-    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
-        check_decided(route, settings)
-        return ()
+    def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
+        return refusals(route, settings)
 
     def removed_upstream(self, route: Route, settings: GatewaySettings) -> list[str]:
         return [API_KEY_HEADER] if route.spec.auth.api_keys else []

@@ -81,8 +81,21 @@ def non_probe_entry(fallback_entry: dict[str, Any]) -> dict[str, Any]:
     return fallback_entry
 
 
+BREAKER_NOT_FED = (
+    "circuitBreaker.errorRate: the breaker cannot open by itself: no tallies reach it (the control plane "
+    "needs accessLog, to the telemetry service, and breakers.tallyCredentialFile; Helm: telemetry.enabled=true "
+    "with breakers.enabled=true); operators can still open and close it"
+)
+
+
 class BreakerReroute(HttpFeature):
     name = REROUTE_FILTER
 
     def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
         return reroute_filter()
+
+    def unenforced(self, route: Route, settings: GatewaySettings) -> list[str]:
+        breaker = route.spec.circuit_breaker
+        if breaker is None or breaker.error_rate is None or settings.breaker_detection:
+            return []
+        return [BREAKER_NOT_FED]

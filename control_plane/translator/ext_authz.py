@@ -184,8 +184,25 @@ def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str
     return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": {"context_extensions": extensions}}
 
 
+def refusals(route: Route, settings: GatewaySettings) -> list[str]:
+    """A route that requires a credential on a gateway with no check to verify it: refused,
+    never served open."""
+    auth = route.spec.auth
+    if not auth.required or settings.ext_authz is not None:
+        return []
+    credential = "an API key" if not auth.jwt else "a token or an API key" if auth.api_keys else "a token"
+    return [
+        f"auth: the route requires {credential}, and this gateway has no authorization check to verify it; "
+        "configure extAuthz in the control plane (Helm: extAuthz.enabled=true with extAuthz.issuers), "
+        "or set auth.required: false for a public route"
+    ]
+
+
 class ExtAuthz(HttpFeature):
     name = EXT_AUTHZ_FILTER
+
+    def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
+        return refusals(route, settings)
 
     def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
         return None if settings.ext_authz is None else ext_authz_filter(settings.ext_authz)

@@ -9,6 +9,11 @@ Gateway's ``internal/xds/translator/httpfilters.go`` registers its filters).
 A hook a feature does not need keeps the default below (contributes nothing), so a
 feature class states only what it does. Every hook is a pure function of the route and
 the gateway's settings; a feature that is not configured returns nothing from each.
+
+Each feature also says what it needs from the gateway (``refusals``): a route asking for
+protection this gateway cannot enforce is refused, never served with less than it asks
+for (fail closed); ``unenforced`` names what a route is served without because the
+operator chose availability over it.
 """
 
 from __future__ import annotations
@@ -52,3 +57,14 @@ class HttpFeature(Protocol):
     def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
         """Resources of another xDS type that the route brings (its rate-limit policy)."""
         return ()
+
+    def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
+        """Why this gateway cannot enforce what the route asks of this feature, each naming
+        the route's field, the missing setting and the Helm value that provides it. Any
+        refuses the route: it is not served (``Accepted=False``, reason ``Unenforceable``)."""
+        return []
+
+    def unenforced(self, route: Route, settings: GatewaySettings) -> list[str]:
+        """What the route asks of this feature that is served without being enforced,
+        because the operator chose so (the route's ``Enforced=False`` condition)."""
+        return []

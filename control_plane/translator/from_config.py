@@ -26,6 +26,7 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
             protocol=config.ext_authz.protocol,
             forward_headers=tuple(h.lower() for h in config.ext_authz.forward_headers),
             public_route_limits=config.ext_authz.public_route_limits,
+            features=None if config.ext_authz.features is None else frozenset(config.ext_authz.features),
         )
     rate_limit = None
     if config.rate_limit is not None:
@@ -62,6 +63,8 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
         if gateway.load_shedding is None
         else SheddingSettings(gateway.load_shedding.latency_target, gateway.load_shedding.max_concurrency),
         tracing=tracing,
+        serve_unlimited=config.rate_limits_without_limiter == "serveUnlimited",
+        breaker_detection=access_log is not None and config.breakers.tally_credential_file is not None,
     )
 
 

@@ -23,7 +23,6 @@ from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
 from control_plane.translator.breaker_phases import NO_BREAKERS, effective_phase, fallback_refs
 from control_plane.translator.clusters import ClusterPolicy, cluster, cluster_policies
-from control_plane.translator.coverage import unenforced
 from control_plane.translator.edge import edge_resources
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
 from control_plane.translator.http_filters import HTTP_FEATURES
@@ -35,6 +34,34 @@ from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.virtual_hosts import route_configuration
 
 log = structlog.get_logger(component="translator")
+
+
+UNENFORCEABLE = "Unenforceable"
+"""A route asks for protection this gateway cannot enforce (a feature's ``refusals``)."""
+UNTRANSLATABLE = "Invalid"
+"""The translator could not build the route, or it contradicts another route's cluster policy."""
+
+
+@dataclass(frozen=True, slots=True)
+class RouteProblem:
+    """What became of a route the translator did not serve as asked: refused (not in the
+    configuration at all), or served with part of it not enforced (``served``)."""
+
+    route: Route
+    reason: str
+    """The status condition's reason: ``Unenforceable``, ``Invalid``, or ``NotEnforced``."""
+    message: str
+    served: bool = False
+
+
+def refusals(route: Route, settings: GatewaySettings) -> list[str]:
+    """Everything the route asks for that this gateway cannot enforce (empty: servable)."""
+    return [reason for feature in HTTP_FEATURES for reason in feature.refusals(route, settings)]
+
+
+def unenforced(route: Route, settings: GatewaySettings) -> list[str]:
+    """What the route is served without, by the operator's choice."""
+    return [reason for feature in HTTP_FEATURES for reason in feature.unenforced(route, settings)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +115,44 @@ class RouteTranslator:
         self._service_clusters = service_clusters(settings)
         self.translated_routes = 0
         """How many routes were translated (not served from cache), for tests and metrics."""
-        self.quarantined: dict[str, str] = {}
-        """Routes left out of the last translation because they could not be translated, and why."""
+        self.problems: dict[str, RouteProblem] = {}
+        """Routes of the last translation left out (refused, untranslatable) or served with
+        something not enforced, by route id."""
+        self._judged: dict[Route, tuple[RouteProblem, ...]] = {}
+        """Each route's refusal and unenforced notes, kept while the route is unchanged (logged once)."""
+
+    @property
+    def quarantined(self) -> dict[str, str]:
+        """Routes left out of the last translation, and why ("origin: reason")."""
+        return {rid: f"{p.route.origin}: {p.message}" for rid, p in self.problems.items() if not p.served}
+
+    def _judge(self, route: Route) -> tuple[RouteProblem, ...]:
+        judged = self._judged.get(route)
+        if judged is None:
+            refused = refusals(route, self._settings)
+            if refused:
+                judged = (RouteProblem(route, UNENFORCEABLE, "; ".join(refused)),)
+                log.error("route_refused", route=route.id, origin=str(route.origin), error=judged[0].message)
+            else:
+                notes = unenforced(route, self._settings)
+                judged = (RouteProblem(route, "NotEnforced", "; ".join(notes), served=True),) if notes else ()
+                for note in notes:
+                    log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=note)
+        return judged
 
     def translate(self, routes: list[Route], breakers: Mapping[str, BreakerState] = NO_BREAKERS) -> Translation:
         """``breakers``: the board's states by route id, read-only; a route not in it is CLOSED."""
         translated: dict[Route, _Translated] = {}
         entries: dict[tuple[Route, BreakerState | None], _Translated] = {}
-        quarantined: dict[str, str] = {}
+        problems: dict[str, RouteProblem] = {}
+        judged: dict[Route, tuple[RouteProblem, ...]] = {}
         now = self._clock()
         for route in routes:
+            judged[route] = self._judge(route)
+            for problem in judged[route]:
+                problems[route.id] = problem
+            if route.id in problems and not problems[route.id].served:
+                continue  # refused: never served with less protection than it asks for
             # Keyed by the phase too: a move re-translates that route alone.
             key = (route, effective_phase(route, breakers.get(route.id)))
             cached = self._entries.get(key)
@@ -106,25 +161,22 @@ class RouteTranslator:
                     cached = _translate_route(route, self._settings, key[1], now)
                 except (ParseError, ValueError) as exc:
                     # A translator gap must cost one route, not the whole config.
-                    quarantined[route.id] = f"{route.origin}: {exc}"
+                    problems[route.id] = RouteProblem(route, UNTRANSLATABLE, str(exc))
                     log.error("route_quarantined", route=route.id, origin=str(route.origin), error=str(exc))
                     continue
                 self.translated_routes += 1
-                for warning in unenforced(
-                    route, ext_authz=self._settings.ext_authz is not None, rate_limit=self._settings.rate_limit is not None
-                ):
-                    log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=warning)
             translated[route] = cached
             entries[key] = cached
         self._entries = entries
+        self._judged = judged
         # Cluster-level fields (circuitBreaker, outlierDetection, healthCheck, timeouts.connect)
         # must agree between the routes sharing a cluster; a contradicting route is left out.
         policies, contradicting = cluster_policies(list(translated), {r: t.refs for r, t in translated.items()})
-        for route, problem in contradicting.items():
-            quarantined[route.id] = f"{route.origin}: {problem}"
-            log.error("route_quarantined", route=route.id, origin=str(route.origin), error=problem)
+        for route, contradiction in contradicting.items():
+            problems[route.id] = RouteProblem(route, UNTRANSLATABLE, contradiction)
+            log.error("route_quarantined", route=route.id, origin=str(route.origin), error=contradiction)
         translated = {route: t for route, t in translated.items() if route not in contradicting}
-        self.quarantined = quarantined
+        self.problems = problems
         ordered = sorted(translated, key=lambda route: translated[route].sort_key)
 
         users: dict[ClusterRef, list[str]] = {}

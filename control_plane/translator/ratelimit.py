@@ -162,8 +162,26 @@ def _header_keys_forwarded(route: Route, forwarded: tuple[str, ...]) -> bool:
     return names <= set(forwarded)
 
 
+def _without_limiter(route: Route, settings: GatewaySettings) -> bool:
+    return bool(route.spec.rate_limits) and route.spec.disabled is None and settings.rate_limit is None
+
+
 class GlobalRateLimit(HttpFeature):
     name = RATELIMIT_FILTER
+
+    def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
+        if not _without_limiter(route, settings) or settings.serve_unlimited:
+            return []
+        return [
+            "rateLimits: this gateway has no rate-limit service to count them; configure rateLimit in the control "
+            "plane (Helm: rateLimit.enabled=true with a Redis), or set rateLimitsWithoutLimiter: serveUnlimited "
+            "to serve such routes without their limits"
+        ]
+
+    def unenforced(self, route: Route, settings: GatewaySettings) -> list[str]:
+        if not _without_limiter(route, settings) or not settings.serve_unlimited:
+            return []
+        return ["rateLimits: not enforced: this gateway has no rate-limit service (rateLimitsWithoutLimiter: serveUnlimited)"]
 
     def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
         return None if settings.rate_limit is None else ratelimit_filter(settings.rate_limit)

@@ -11,6 +11,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 
+CHECK_FEATURES = ("waitingRoom", "apiKeys", "signedUpstreamTokens", "tokenExchange")
+"""What an Authorization service may lack: a waiting-room ticket key, a key store, a
+signing key for token swap, token exchange at all (ext_authz's config)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ExtAuthzSettings:
     addresses: tuple[tuple[str, int], ...]
@@ -28,6 +33,10 @@ class ExtAuthzSettings:
     """Over HTTP (and with rate limits enforced), a public route's limits are decided by the
     same service, through a second ext_authz filter that follows the RateLimitService's
     failure policy, instead of by ratelimit_svc."""
+    features: frozenset[str] | None = None
+    """What the check behind the address is configured for (``CHECK_FEATURES``); a route
+    needing one it lacks is refused here. None: not declared, the check itself refuses
+    (per route, fail closed) what it cannot serve."""
 
     @property
     def decides_limits(self) -> bool:
@@ -97,3 +106,9 @@ class GatewaySettings:
     """The latency-driven concurrency limit on ``low`` routes; None: off."""
     tracing: TracingSettings | None = None
     """OpenTelemetry tracing in the connection manager; None: off."""
+    serve_unlimited: bool = False
+    """A route with ``rateLimits`` on a gateway without a rate-limit service: False refuses it
+    (the default), True serves it without its limits (``rateLimitsWithoutLimiter``)."""
+    breaker_detection: bool = False
+    """Whether breaker tallies can reach the board (an access log to telemetry and a tally
+    credential): without it an ``errorRate`` breaker moves only by operator."""

@@ -6,12 +6,11 @@ Only the HTTP check can swap (it answers the upstream's ``authorization``, which
 ``allowed_upstream_headers`` puts in place of the client's). Over gRPC, without
 ``extAuthz``, or with ``extAuthz.failOpen`` (a failed or timed-out check passes the
 request on untouched), the client's own token would reach the upstream, so such a route
-is quarantined with the reason, and every other route keeps serving.
+is refused with the reason, and every other route keeps serving.
 """
 
 from __future__ import annotations
 
-from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
@@ -37,19 +36,29 @@ class UpstreamTokenCheck(HttpFeature):
 
     name = "gatehouse.upstream_token"
 
-    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
-        if route.spec.auth.upstream_token is None:
-            return ()
+    def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
+        rule = route.spec.auth.upstream_token
         authz = settings.ext_authz
-        if authz is None or authz.protocol != "http":
-            protocol = "no extAuthz" if authz is None else f"extAuthz.protocol: {authz.protocol}"
-            raise ValueError(
-                f"auth.upstreamToken: needs extAuthz.protocol: http (the gateway has {protocol}); "
+        if rule is None or authz is None:
+            return []  # no check at all: ``ext_authz.refusals`` says so
+        if authz.protocol != "http":
+            return [
+                f"auth.upstreamToken: needs extAuthz.protocol: http (the gateway has extAuthz.protocol: {authz.protocol}); "
                 "without it the client's own token would reach the upstream"
-            )
+            ]
         if authz.fail_open:
-            raise ValueError(
+            return [
                 "auth.upstreamToken: the gateway has extAuthz.failOpen: true, which lets a request through "
-                "with the client's own token when the check fails or times out; swap routes need failOpen: false"
+                "with the client's own token when the check fails or times out; swap routes need failOpen: false "
+                "(Helm: extAuthz.failOpen=false)"
+            ]
+        needed = "tokenExchange" if rule.exchange is not None else "signedUpstreamTokens"
+        if authz.features is not None and needed not in authz.features:
+            what = (
+                "no token exchange (ext_authz http.upstreamTokens; Helm: extAuthz.upstreamTokens.enabled=true)"
+                if rule.exchange is not None
+                else "no signing key (ext_authz http.upstreamTokens.keyFile; Helm: extAuthz.upstreamTokens.enabled=true "
+                "with extAuthz.upstreamTokens.keySecret)"
             )
-        return ()
+            return [f"auth.upstreamToken: the authorization check has {what}; listed as {needed} in extAuthz.features"]
+        return []

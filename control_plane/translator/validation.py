@@ -13,7 +13,7 @@ HTTP ext_authz call (docs/validation.md says why each runs there).
   fail-closed policy (``extAuthz.failOpen``), since a request that cannot be checked
   must not pass as checked.
 
-A route whose rules Envoy could not deliver is quarantined with the reason: validation
+A route whose rules Envoy could not deliver is refused with the reason: validation
 needs ``extAuthz.protocol: http``, and a header rule needs its header forwarded to the
 check (``extAuthz.forwardHeaders``), as a ``header:`` rate-limit key does.
 """
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.model.validation import Validation
 from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS, forwarded_to_check
@@ -73,22 +72,25 @@ def body_check_settings(route: Route) -> dict[str, Any]:
     return {"with_request_body": {"max_request_bytes": rules.body.max_bytes, "allow_partial_message": False}}
 
 
-def check_deliverable(route: Route, settings: GatewaySettings) -> None:
-    """ValueError (the route is quarantined) when the route's rules could not be enforced."""
+def refusals(route: Route, settings: GatewaySettings) -> list[str]:
+    """Why the route's rules could not be enforced here (the route is then refused)."""
     rules = rules_of(route)
     if rules is None:
-        return
+        return []
     authz = settings.ext_authz
     if authz is None or authz.protocol != "http":
         why = "the gateway has no extAuthz" if authz is None else f"extAuthz.protocol is {authz.protocol}"
-        raise ValueError(f"validate: request validation runs in the HTTP authorization check, and {why}; set extAuthz.protocol: http")
+        return [
+            f"validate: request validation runs in the HTTP authorization check, and {why}; "
+            "set extAuthz.protocol: http (Helm: extAuthz.enabled=true, extAuthz.protocol=http)"
+        ]
     forwarded = forwarded_to_check(authz, ALWAYS_FORWARDED)
-    for index, header in enumerate(rules.headers):
-        if header.name not in forwarded:
-            raise ValueError(
-                f"validate.headers[{index}].name: {header.name}: the authorization check would never see this header; "
-                f"add {header.name} to extAuthz.forwardHeaders"
-            )
+    return [
+        f"validate.headers[{index}].name: {header.name}: the authorization check would never see this header; "
+        f"add {header.name} to extAuthz.forwardHeaders"
+        for index, header in enumerate(rules.headers)
+        if header.name not in forwarded
+    ]
 
 
 class RequestValidation(HttpFeature):
@@ -97,6 +99,5 @@ class RequestValidation(HttpFeature):
 
     name = "gatehouse.request_validation"
 
-    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
-        check_deliverable(route, settings)
-        return ()
+    def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
+        return refusals(route, settings)

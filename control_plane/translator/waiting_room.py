@@ -5,13 +5,12 @@ Nothing of its own in Envoy's chain: the room travels in the route's ``RoutePoli
 with a room is checked by the first ext_authz filter, fail-closed (``extAuthz.failOpen``),
 with ``auth.public`` in its policy, not by the fail-open second one (a room that failed
 open under a crowd would admit the crowd; ``ratelimit.decided_by_authz``); the check's 429 with ``x-gatehouse-waiting-room`` becomes the client's 503 in
-``local_replies``. A room that this gateway cannot decide (no HTTP check) quarantines the
-route: serving it without its room would let every request through.
+``local_replies``. A room that this gateway cannot decide (no HTTP check, or a check without a ticket
+key) refuses the route: serving it without its room would let every request through.
 """
 
 from __future__ import annotations
 
-from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.model.waiting_room import WaitingRoom
 from control_plane.translator.feature import HttpFeature
@@ -33,21 +32,30 @@ def waiting_room_policy(room: WaitingRoom) -> policy_pb2.WaitingRoom:
     )
 
 
-def check_enforced(route: Route, settings: GatewaySettings) -> None:
-    """ValueError (the route is quarantined) if no check here would decide its room."""
+def refusals(route: Route, settings: GatewaySettings) -> list[str]:
+    """Why no check here would decide the route's room (the route is then refused)."""
     if route.spec.waiting_room is None or route.spec.disabled is not None:
-        return
+        return []
     authz = settings.ext_authz
     if authz is None or authz.protocol != "http":
-        raise ValueError("waitingRoom: needs extAuthz.protocol: http (the room is decided in the HTTP check)")
+        have = "no extAuthz" if authz is None else f"extAuthz.protocol: {authz.protocol}"
+        return [
+            f"waitingRoom: the room is decided in the HTTP authorization check, and this gateway has {have}; "
+            "set extAuthz.protocol: http (Helm: extAuthz.enabled=true, extAuthz.protocol=http)"
+        ]
+    if authz.features is not None and "waitingRoom" not in authz.features:
+        return [
+            "waitingRoom: the authorization check has no ticket key (ext_authz http.waitingRoom, listed in the "
+            "control plane's extAuthz.features; Helm: rateLimit.enabled=true, which gives the sidecar the room's Redis)"
+        ]
+    return []
 
 
 class WaitingRoomFeature(HttpFeature):
     name = FEATURE
 
-    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
-        check_enforced(route, settings)
-        return ()
+    def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
+        return refusals(route, settings)
 
     def removed_upstream(self, route: Route, settings: GatewaySettings) -> list[str]:
         return [TICKET_HEADER] if route.spec.waiting_room is not None else []

@@ -1,8 +1,13 @@
-"""`gatehouse render PATH`: the Envoy resources a route tree becomes, as YAML."""
+"""`gatehouse render PATH [--config CP]`: the Envoy resources a route tree becomes, as YAML.
+
+Routes the gateway would refuse (their protection cannot be enforced there) are left out,
+as the control plane leaves them out, and named on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -11,19 +16,29 @@ from control_plane.errors import InvalidEndpointsError
 from control_plane.render import resource_data, to_yaml
 from control_plane.sources.files import load_route_path
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
+from control_plane.config import load_config
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
+from control_plane.translator.from_config import gateway_settings
+from servicekit.errors import ConfigError
+from servicekit.logs import configure_logging
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("render", help="print the Envoy resources for a route tree as YAML")
     parser.add_argument("path", type=Path, metavar="PATH", help="a route file or a directory of them")
     parser.add_argument("--endpoints", type=Path, help="a static endpoints file, to render EDS too")
-    parser.add_argument("--listener-port", type=int, default=8080)
+    parser.add_argument(
+        "--config", type=Path, metavar="CONTROL_PLANE_YAML",
+        help="render for this control plane's gateway (its extAuthz, rateLimit, ...); default: a gateway with none",
+    )
+    parser.add_argument("--listener-port", type=int, help="the listener's port (default: the config's, else 8080)")
     parser.add_argument("--type", choices=["CDS", "EDS", "LDS", "RDS"], action="append", help="only these types")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    # This command names every refused route itself; the translator's log lines would repeat them.
+    configure_logging("critical", "console")
     routes, problems = load_route_path(args.path)
     if problems:
         for problem in problems:
@@ -36,7 +51,21 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, InvalidEndpointsError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-    translation = RouteTranslator(GatewaySettings(listener_port=args.listener_port)).translate(routes)
+    settings = GatewaySettings()
+    if args.config is not None:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        settings = gateway_settings(config, config.gateway)
+    if args.listener_port is not None:
+        settings = dataclasses.replace(settings, listener_port=args.listener_port)
+    translator = RouteTranslator(settings)
+    translation = translator.translate(routes)
+    for route_id, judged in sorted(translator.problems.items()):
+        kind = "warning" if judged.served else "refused"
+        print(f"{kind}: {judged.route.origin}: {route_id}: {judged.message}", file=sys.stderr)
     endpoints = EndpointTranslator().translate(translation.cluster_refs, table)
     by_type = {
         ResourceType.LISTENER: translation.listeners,

@@ -1,4 +1,11 @@
-"""`gatehouse validate PATH...`: judge route files exactly as the control plane would."""
+"""`gatehouse validate [--config CP] PATH...`: judge route files exactly as the control plane would.
+
+Without ``--config`` the files are judged against the schema only. With the control
+plane's config file they are also translated for that gateway, as the control plane
+would: a route it would refuse (it asks for protection the gateway cannot enforce, or it
+contradicts another route) is an error, a route it would serve without something it asks
+for (``rateLimitsWithoutLimiter: serveUnlimited``) a warning.
+"""
 
 from __future__ import annotations
 
@@ -6,32 +13,60 @@ import argparse
 import sys
 from pathlib import Path
 
+from control_plane.config import load_config
+from servicekit.errors import ConfigError
+from servicekit.logs import configure_logging
+from control_plane.model.conflicts import resolve_conflicts
+from control_plane.model.route import Route
 from control_plane.sources.files import load_route_path
-from control_plane.translator.coverage import unenforced
+from control_plane.translator import RouteTranslator
+from control_plane.translator.from_config import gateway_settings
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("validate", help="check route files; exit 1 with precise errors if any is bad")
     parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="a route file or a directory of them")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="CONTROL_PLANE_YAML",
+        help="also judge the routes for this control plane's gateway: what it would refuse is an error",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    total = 0
-    failed = 0
+    # This command names every refused route itself; the translator's log lines would repeat them.
+    configure_logging("critical", "console")
+    routes: list[Route] = []
+    errors: list[str] = []
     for path in args.paths:
-        routes, problems = load_route_path(path)
-        total += len(routes)
-        for route in routes:
-            # Whether auth is enforced depends on the control plane's extAuthz setting,
-            # which validate cannot see; the control plane warns about that at run time.
-            for warning in unenforced(route, ext_authz=True):
-                print(f"warning: {route.origin}: {route.id}: {warning}", file=sys.stderr)
-        for problem in problems:
-            print(f"error: {problem}", file=sys.stderr)
-        failed += len(problems)
-    if failed:
-        print(f"{failed} problem(s); nothing would be applied", file=sys.stderr)
+        found, problems = load_route_path(path)
+        routes.extend(found)
+        errors.extend(str(problem) for problem in problems)
+    warnings: list[str] = []
+    if args.config is not None:
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        kept, conflicts = resolve_conflicts(routes)
+        errors.extend(f"{c.loser.origin}: {c.loser.id}: {c.message}" for c in conflicts)
+        translator = RouteTranslator(gateway_settings(config, config.gateway))
+        translator.translate(kept)
+        for route_id, problem in sorted(translator.problems.items()):
+            line = f"{problem.route.origin}: {route_id}: {problem.message}"
+            (warnings if problem.served else errors).append(line)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
+    if errors:
+        print(f"{len(errors)} problem(s); nothing would be applied", file=sys.stderr)
         return 1
-    print(f"ok: {total} route(s)")
+    if args.config is None:
+        print("note: judged against the schema only; pass --config with the control plane's config to judge what "
+              "its gateway can enforce", file=sys.stderr)
+    print(f"ok: {len(routes)} route(s)")
     return 0

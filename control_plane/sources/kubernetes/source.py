@@ -27,6 +27,7 @@ from control_plane.cache.types import ResourceType
 from control_plane.model.conflicts import Conflict
 from control_plane.model.crd import GROUP, PLURAL, VERSION
 from control_plane.model.route import Route
+from control_plane.translator.pipeline import RouteProblem
 from control_plane.sources.base import PublishEndpoints, PublishRoutes
 from control_plane.config import KubernetesApiKeys
 from control_plane.sources.kubernetes.api import api_client
@@ -43,6 +44,7 @@ log = structlog.get_logger(component="source.kubernetes")
 
 PENDING = Condition("Programmed", "Unknown", "Pending", "waiting for Envoy to accept the route configuration")
 PROGRAMMED = Condition("Programmed", "True", "Programmed", "Envoy accepted the route configuration holding this route")
+ENFORCED = Condition("Enforced", "True", "Enforced", "everything the route asks for is enforced")
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class KubernetesSource:
         self._leader: LeaderElector | None = None
         self._writer: StatusWriter | None = None
         self._conflicts: dict[str, Conflict] = {}
+        self._problems: dict[str, RouteProblem] = {}
         self._programmed: dict[str, tuple[Route, Condition]] = {}
         self._last_acked = ""
         self.api_keys: ApiKeySecrets | None = None
@@ -253,19 +256,40 @@ class KubernetesSource:
         if state is None or self._writer is None:
             return
         conflict = self._conflicts.get(key)
+        problem = self._problems.get(key)
+        if problem is not None and problem.route is not state.serving:
+            problem = None  # about an older version of the object
+        refused = problem is not None and not problem.served
         if not state.accepted:
             accepted = Condition("Accepted", "False", "Invalid", state.message)
         elif conflict is not None:
             accepted = Condition("Accepted", "False", "Conflict", conflict.message)
+        elif problem is not None and refused:
+            accepted = Condition("Accepted", "False", problem.reason, problem.message)
         else:
             accepted = Condition("Accepted", "True", "Accepted", "route is valid")
         programmed = PENDING
         record = self._programmed.get(key)
-        if conflict is not None or state.serving is None:
+        if conflict is not None or state.serving is None or refused:
             programmed = Condition("Programmed", "False", "NotServing", "this route is not in the configuration sent to Envoy")
         elif record is not None and record[0] is state.serving:
             programmed = record[1]
-        self._writer.set(key, DesiredStatus(state.generation, (accepted, programmed)))
+        conditions: tuple[Condition, ...] = (accepted, programmed)
+        if state.accepted and conflict is None and not refused:
+            conditions += (
+                Condition("Enforced", "False", problem.reason, problem.message)
+                if problem is not None
+                else ENFORCED,
+            )
+        self._writer.set(key, DesiredStatus(state.generation, conditions))
+
+    def report_problems(self, problems: Sequence[RouteProblem]) -> None:
+        """After each translation: routes refused, or served with something not enforced."""
+        fresh = {p.route.origin.location: p for p in problems if p.route.origin.source == SOURCE}
+        changed = set(fresh) ^ set(self._problems) | {k for k in fresh if self._problems.get(k) != fresh[k]}
+        self._problems = fresh
+        for key in changed:
+            self._refresh(key)
 
     def report_conflicts(self, conflicts: Sequence[Conflict]) -> None:
         """After each merge: which Kubernetes routes lost to another route."""

@@ -1,10 +1,14 @@
-"""Route status, as the leader writes it: Accepted and Programmed conditions.
+"""Route status, as the leader writes it: Accepted, Programmed and Enforced conditions.
 
-- ``Accepted``: the object is valid and won any conflict (reasons ``Accepted``,
-  ``Invalid``, ``Conflict``).
+- ``Accepted``: the object is valid, won any conflict, and asks for nothing this gateway
+  cannot enforce (reasons ``Accepted``, ``Invalid``, ``Conflict``, ``Unenforceable``: the
+  message names the missing setting and the Helm value that provides it).
 - ``Programmed``: Envoy has ACKed a route configuration holding this generation
   (``Programmed``), has not yet (``Pending``), or NACKed it (``Rejected``, with Envoy's
   message). No peer puts NACKs on the object; this is where an operator looks first.
+- ``Enforced``: on an accepted route, ``False`` (reason ``NotEnforced``) when it is served
+  without something it asks for (``rateLimits`` under ``rateLimitsWithoutLimiter:
+  serveUnlimited``; an ``errorRate`` breaker no tally reaches), loudly, with what and why.
 
 Writes are idempotent merge patches of the status subresource, made only when the
 conditions differ from what this replica last wrote, in a worker thread with a timeout.

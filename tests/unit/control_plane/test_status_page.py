@@ -13,6 +13,7 @@ from control_plane.model.schema import RouteSpec
 from control_plane.proxy_status import Nack, Proxy
 from control_plane.status_page import HEADERS, PAGE, is_envoy, route_rows
 from control_plane.status_page_html import SCRIPT, STYLE
+from control_plane.translator.pipeline import RouteProblem
 
 LATEST = {"*": "rds-2"}
 
@@ -43,14 +44,14 @@ def nack(proxy: Proxy, error: str, *routes: Route) -> None:
 
 
 def rows(**kwargs: object) -> dict[str, dict[str, object]]:
-    defaults: dict[str, object] = {"model": (), "quarantined": {}, "rejected": {}, "conflicts": (), "proxies": (), "latest_rds": LATEST}
+    defaults: dict[str, object] = {"model": (), "problems": {}, "rejected": {}, "conflicts": (), "proxies": (), "latest_rds": LATEST}
     answer = route_rows(**{**defaults, **kwargs})  # type: ignore[arg-type]
     return {r["route"]: r for r in answer["routes"]}
 
 
 def test_every_route_is_programmed_once_every_envoy_acked_the_latest_route_configuration() -> None:
     a, b = route("a"), route("b", path="/b")
-    answer = route_rows(model=(a, b), quarantined={}, rejected={}, conflicts=(), proxies=[envoy("e0"), envoy("e1"), service("rl")],
+    answer = route_rows(model=(a, b), problems={}, rejected={}, conflicts=(), proxies=[envoy("e0"), envoy("e1"), service("rl")],
                         latest_rds=LATEST)
     assert answer["total"] == 2 and answer["problems"] == 0
     for row in answer["routes"]:
@@ -96,13 +97,25 @@ def test_quarantined_conflicting_and_refused_objects_are_not_accepted_and_not_se
     stale = route("stale", source="kubernetes", path="/s")
     table = rows(
         model=(winner, stale),
-        quarantined={"default/broken": "git:routes/broken.yaml:1@0123: a translator gap"},
+        problems={
+            "default/broken": RouteProblem(route("broken"), "Invalid", "a translator gap"),
+            "default/open": RouteProblem(route("open"), "Unenforceable", "auth: the route requires a token, and this gateway has no check"),
+            "default/stale": RouteProblem(stale, "NotEnforced", "rateLimits: not enforced", served=True),
+        },
         rejected={"default/stale": "spec.backends: field required", "default/new": "metadata.name: bad"},
         conflicts=(Conflict(loser=loser, winner=winner),),
         proxies=[envoy("gateway-0")],
     )
-    assert table["default/broken"]["accepted"] == {"status": "False", "reason": "Invalid", "message": "git:routes/broken.yaml:1@0123: a translator gap"}
+    assert table["default/broken"]["accepted"] == {"status": "False", "reason": "Invalid", "message": "a translator gap"}
+    assert table["default/broken"]["origin"] == "git:routes/broken.yaml:1@0123456789ab"
     assert table["default/broken"]["programmed"]["reason"] == "NotServing"
+    # Refused for what the gateway cannot enforce: not accepted, not served, and why.
+    assert table["default/open"]["accepted"]["reason"] == "Unenforceable"
+    assert table["default/open"]["accepted"]["message"].startswith("auth: the route requires a token")
+    assert table["default/open"]["programmed"]["reason"] == "NotServing"
+    # Served without something it asks for: accepted and served, and loudly not enforced.
+    assert table["default/stale"]["enforced"] == {"status": "False", "reason": "NotEnforced", "message": "rateLimits: not enforced"}
+    assert table["default/orders"]["enforced"]["status"] == "True"
     assert table["default/orders-copy"]["accepted"]["reason"] == "Conflict"
     assert "conflicts with default/orders" in str(table["default/orders-copy"]["accepted"]["message"])
     assert table["default/orders-copy"]["programmed"]["status"] == "False"
@@ -120,11 +133,11 @@ def test_a_git_route_is_not_marked_by_a_kubernetes_object_of_the_same_id() -> No
 
 def test_a_large_table_is_capped_and_keeps_every_problem_first() -> None:
     model = tuple(route(f"r{i:04}", path=f"/r{i}") for i in range(1200))
-    answer = route_rows(model=model, quarantined={"default/zz-broken": "why"}, rejected={}, conflicts=(), proxies=[envoy("gateway-0")],
+    answer = route_rows(model=model, problems={"default/zz-broken": RouteProblem(route("zz-broken"), "Invalid", "why")}, rejected={}, conflicts=(), proxies=[envoy("gateway-0")],
                         latest_rds=LATEST, limit=50)
     assert (answer["total"], answer["problems"], len(answer["routes"])) == (1201, 1, 50)
     assert answer["routes"][0]["route"] == "default/zz-broken"
-    assert route_rows(model=model, quarantined={}, rejected={}, conflicts=(), proxies=(), latest_rds=LATEST, limit=10**9)["routes"].__len__() == 1200
+    assert route_rows(model=model, problems={}, rejected={}, conflicts=(), proxies=(), latest_rds=LATEST, limit=10**9)["routes"].__len__() == 1200
 
 
 def _csp_hash(text: str) -> str:

@@ -28,6 +28,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: orders, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /orders}
   backends: [{service: svc, port: 8080}]
 ---
@@ -35,6 +36,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: payments, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /payments}
   backends: [{service: payments, port: 9090}]
 """

@@ -34,6 +34,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {{name: {name}, namespace: shop}}
 spec:
+  auth: {{required: false}}
   match: {{pathPrefix: /{name}}}
   backends: [{{service: {service}, port: 8080}}]
 """
@@ -42,6 +43,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: retired, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /v1}
   disabled: {status: 410, body: gone}
 """

@@ -8,8 +8,13 @@ import yaml
 from control_plane.model import Origin, Route, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
+from control_plane.translator.settings import ExtAuthzSettings, RateLimitSettings
 from control_plane.translator.virtual_hosts import vhost_name
 from tests.unit.control_plane.translator.route_generator import route_documents
+
+ENFORCING = GatewaySettings(
+    ext_authz=ExtAuthzSettings((("127.0.0.1", 9196),), protocol="http"), rate_limit=RateLimitSettings((("127.0.0.1", 8081),))
+)
 
 
 def parse(documents: list[dict[str, object]]) -> list[Route]:
@@ -38,7 +43,8 @@ def _host_rank(route: Route, domain: str) -> tuple[int, int]:
 @pytest.mark.parametrize("seed", range(30))
 def test_random_valid_routes_translate_and_every_route_is_reachable(seed: int) -> None:
     routes = parse(route_documents(seed, 25))
-    translator = RouteTranslator(GatewaySettings())
+    # The generated routes ask for tokens (auth's default): a gateway that checks them.
+    translator = RouteTranslator(ENFORCING)
     translation = translator.translate(routes)
     assert translator.quarantined == {}
     config = resource_data(translation.routes[0])
@@ -67,7 +73,7 @@ def test_random_valid_routes_translate_and_every_route_is_reachable(seed: int) -
     # CDS holds exactly the clusters of routes that are not disabled, and every cluster a route names is one.
     enabled = [r for r in routes if r.spec.disabled is None]
     wanted = {f"{b.namespace or r.namespace}/{b.service}:{b.port}" for r in enabled for b in r.spec.backends}
-    clusters = {c.name for c in translation.clusters}
+    clusters = {c.name for c in translation.clusters} - {"gatehouse_ext_authz", "gatehouse_ratelimit"}
     assert clusters == wanted
     for vhost in config["virtual_hosts"]:
         for entry in vhost.get("routes", []):
@@ -80,17 +86,17 @@ def test_a_huge_duration_is_refused_by_the_schema() -> None:
     """`100000000h` used to pass the schema and then fail all of translation (protobuf Duration range)."""
     text = (
         "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: r}\n"
-        "spec:\n  match: {path: /a}\n  backends: [{service: a, port: 80}]\n  timeouts: {request: 100000000h}\n"
+        "spec:\n  auth: {required: false}\n  match: {path: /a}\n  backends: [{service: a, port: 80}]\n  timeouts: {request: 100000000h}\n"
     )
     routes, problems = parse_route_file(text, Origin("file", "r.yaml"))
     assert routes == []
-    assert [str(p) for p in problems] == ["r.yaml:7: spec.timeouts.request: '100000000h' is longer than the maximum of 720h"]
+    assert [str(p) for p in problems] == ["r.yaml:8: spec.timeouts.request: '100000000h' is longer than the maximum of 720h"]
 
 
 def test_the_longest_durations_translate() -> None:
     text = (
         "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: r}\n"
-        "spec:\n  match: {path: /a}\n  backends: [{service: a, port: 80}]\n"
+        "spec:\n  auth: {required: false}\n  match: {path: /a}\n  backends: [{service: a, port: 80}]\n"
         "  timeouts: {request: 720h, perTry: 720h, idle: 720h}\n  retries: {attempts: 1}\n"
     )
     routes = parse_route_file(text, Origin("file", "r.yaml"))[0]
@@ -108,6 +114,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: good, namespace: shop}
 spec:
+  auth: {required: false}
   match: {path: /good}
   backends: [{service: good, port: 80}, {service: shared, port: 80}]
 ---
@@ -115,6 +122,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: bad, namespace: shop}
 spec:
+  auth: {required: false}
   match: {path: /bad}
   backends: [{service: bad, port: 80}, {service: shared, port: 80}]
   timeouts: {request: 10s}
@@ -136,7 +144,7 @@ def test_a_route_that_cannot_be_translated_is_quarantined_and_the_rest_is_served
 
     assert list(translator.quarantined) == ["shop/bad"]
     reason = translator.quarantined["shop/bad"]
-    assert reason.startswith("file:two.yaml:8: ") and "timeout" in reason, reason
+    assert reason.startswith("file:two.yaml:9: ") and "timeout" in reason, reason
     # The quarantined route is nowhere in the config; the good one is complete.
     assert [r.id for r in translation.model] == ["shop/good"]
     assert translation.routes[0].provenance == ("shop/good",)

@@ -23,6 +23,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: orders, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /orders}
   backends: [{service: orders, port: 8080}]
 """
@@ -33,7 +34,7 @@ spec:
     [
         (GatewaySettings(ext_authz=ExtAuthzSettings((("127.0.0.1", 9191),), protocol="grpc")),
          "auth.apiKeys: needs extAuthz.protocol: http (this gateway uses grpc)"),
-        (GatewaySettings(), "auth.apiKeys: the gateway has no extAuthz"),
+        (GatewaySettings(), "auth: the route requires a token or an API key, and this gateway has no authorization check"),
     ],
     ids=["grpc", "no-ext-authz"],
 )

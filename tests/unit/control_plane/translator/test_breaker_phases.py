@@ -22,6 +22,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: orders, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /orders}
   backends: [{service: orders, port: 8080}]
   circuitBreaker: {errorRate: {windowCalls: 40, halfOpenProbes: 2}}
@@ -30,6 +31,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: carts, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /carts}
   backends: [{service: carts, port: 8080}]
 """
@@ -153,6 +155,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: catalog, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /catalog}
   backends: [{service: catalog, port: 8080}]
   circuitBreaker: {errorRate: {windowCalls: 40, halfOpenProbes: 2}}
@@ -162,6 +165,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: search, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /search}
   backends: [{service: search, port: 8080}]
   circuitBreaker: {errorRate: {windowCalls: 40}}
@@ -171,6 +175,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: orders, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /orders}
   backends: [{service: orders, port: 8080}]
   circuitBreaker: {errorRate: {windowCalls: 40}}

@@ -14,6 +14,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: orders, namespace: shop}
 spec:
+  auth: {required: false}
   match: {path: "/orders/{id}"}
   backends: [{service: order-service, port: 8080}]
   retries: {attempts: 2}
@@ -22,6 +23,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: carts, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /carts}
   backends: [{service: cart, port: 8080, weight: 3}, {service: cart-v2, port: 8080}]
 ---
@@ -29,6 +31,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: maintenance, namespace: shop}
 spec:
+  auth: {required: false}
   match: {path: /old/**}
   disabled: {status: 410}
 """

@@ -24,7 +24,7 @@ HEAD = "apiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {name: r, name
 
 
 def entries(match: str, rewrite: str) -> list[dict[str, Any]]:
-    text = HEAD + f"spec:\n  match: {match}\n  backends: [{{service: a, port: 80}}]\n  rewrite: {rewrite}\n"
+    text = HEAD + f"spec:\n  auth: {{required: false}}\n  match: {match}\n  backends: [{{service: a, port: 80}}]\n  rewrite: {rewrite}\n"
     routes, problems = parse_route_file(text, Origin("file", "r.yaml"))
     assert problems == []
     data = resource_data(RouteTranslator(GatewaySettings()).translate(routes).routes[0])
@@ -133,7 +133,7 @@ def test_prefix_rewrite(match: str, rewrite: str, request_path: str, upstream: s
     [("/users/1", "/users/1"), ("/users/1/", "/users/1/"), ("/users/1/a/b", "/users/1/a/b"), ("/users", None), ("/users/1x/", "/users/1x/")],
 )
 def test_a_glob_template_without_rewrite_matches_its_base_too(path: str, upstream: str | None) -> None:
-    text = HEAD + "spec:\n  match: {path: '/users/{id}/**'}\n  backends: [{service: a, port: 80}]\n"
+    text = HEAD + "spec:\n  auth: {required: false}\n  match: {path: '/users/{id}/**'}\n  backends: [{service: a, port: 80}]\n"
     routes, problems = parse_route_file(text, Origin("file", "r.yaml"))
     assert problems == []
     data = resource_data(RouteTranslator(GatewaySettings()).translate(routes).routes[0])
@@ -164,7 +164,7 @@ def test_empty_set_value_really_replaces_the_client_header() -> None:
     (checked against Envoy 1.40, before and after the fix).
     """
     text = (
-        HEAD + "spec:\n  match: {path: /a}\n  backends: [{service: a, port: 80}]\n"
+        HEAD + "spec:\n  auth: {required: false}\n  match: {path: /a}\n  backends: [{service: a, port: 80}]\n"
         "  headers: {request: {set: {x-user-id: '', x-api: v2}}, response: {set: {x-cache: ''}}}\n"
     )
     routes, problems = parse_route_file(text, Origin("file", "r.yaml"))

@@ -10,7 +10,7 @@ import yaml
 from control_plane.model import Origin, Route, parse_route_file
 from control_plane.render import resource_data
 from control_plane.translator import GatewaySettings, RouteTranslator
-from control_plane.translator.coverage import unenforced
+from control_plane.translator.pipeline import refusals, unenforced
 from tests.unit.control_plane.translator.golden import translate_case
 
 
@@ -19,7 +19,7 @@ def doc(name: str, spec: dict[str, Any], namespace: str = "shop") -> dict[str, A
 
 
 def spec(path: str, service: str = "inventory", **extra: Any) -> dict[str, Any]:
-    return {"match": {"pathPrefix": path}, "backends": [{"service": service, "port": 8080}], **extra}
+    return {"match": {"pathPrefix": path}, "backends": [{"service": service, "port": 8080}], "auth": {"required": False}, **extra}
 
 
 def parse(documents: list[dict[str, Any]], filename: str = "r.yaml") -> list[Route]:
@@ -161,7 +161,7 @@ def test_failure_percentage_defaults_follow_envoys() -> None:
 def test_resilience_fields_are_no_longer_reported_as_unenforced() -> None:
     [route] = parse([doc("a", spec("/a", circuitBreaker={"maxConnections": 2}, outlierDetection={"consecutive5xx": 2},
                                    healthCheck={"path": "/health"}))])
-    assert unenforced(route) == []
+    assert unenforced(route, GatewaySettings()) == [] and refusals(route, GatewaySettings()) == []
 
 
 def test_request_timeout_defaults_to_10s_and_per_try_to_8s_with_retries() -> None:

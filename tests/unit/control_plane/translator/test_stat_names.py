@@ -43,7 +43,7 @@ def test_cluster_and_route_stat_names_are_one_segment() -> None:
 
 def test_every_entry_carries_the_route_stat_prefix_unless_switched_off() -> None:
     def prefixes(settings: GatewaySettings) -> set[str | None]:
-        [config] = [resource_data(r) for r in RouteTranslator(settings).translate([route()]).routes]
+        [config] = [resource_data(r) for r in RouteTranslator(settings).translate([route(auth={"required": False})]).routes]
         return {e.get("stat_prefix") for vhost in config["virtual_hosts"] for e in vhost["routes"]}
 
     assert prefixes(GatewaySettings()) == {"shop/r"}

@@ -241,7 +241,7 @@ def test_a_wildcard_host_route_stays_reachable_on_a_more_specific_named_host() -
     api.example.com vhost, api.example.com/a answered 404 (checked on Envoy 1.40)."""
     text = "".join(
         f"---\napiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {{name: {name}}}\n"
-        f"spec: {{hosts: ['{host}'], match: {{path: {path}}}, backends: [{{service: s, port: 80}}]}}\n"
+        f"spec: {{auth: {{required: false}}, hosts: ['{host}'], match: {{path: {path}}}, backends: [{{service: s, port: 80}}]}}\n"
         for name, host, path in [("wild", "*.example.com", "/a"), ("exact", "api.example.com", "/b")]
     )
     routes, problems = parse_route_file(text, Origin("file", "hosts.yaml"))
@@ -360,7 +360,8 @@ def test_limits_reach_envoy_unchanged() -> None:
 def _vhost_order(routes: list[tuple[str, str | None]], vhost: str, path: str = "/x") -> list[str]:
     text = "".join(
         f"---\napiVersion: gatehouse.io/v1alpha1\nkind: Route\nmetadata: {{name: {name}}}\n"
-        f"spec: {{{f'hosts: [{host!r}], ' if host else ''}match: {{path: {path}}}, backends: [{{service: {name}, port: 80}}]}}\n"
+        f"spec: {{auth: {{required: false}}, {f'hosts: [{host!r}], ' if host else ''}match: {{path: {path}}}, "
+        f"backends: [{{service: {name}, port: 80}}]}}\n"
         for name, host in routes
     )
     parsed, problems = parse_route_file(text, Origin("file", "hosts.yaml"))

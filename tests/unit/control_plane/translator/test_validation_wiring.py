@@ -29,6 +29,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: plain, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /plain}
   backends: [{service: orders, port: 8080}]
 """
@@ -50,7 +51,7 @@ def http(**kwargs: Any) -> GatewaySettings:
 @pytest.mark.parametrize(
     ("settings", "reason"),
     [
-        (GatewaySettings(), "the gateway has no extAuthz; set extAuthz.protocol: http"),
+        (GatewaySettings(), "the gateway has no extAuthz; set extAuthz.protocol: http (Helm: extAuthz.enabled=true"),
         (GatewaySettings(ext_authz=ExtAuthzSettings((("127.0.0.1", 9191),), protocol="grpc")), "extAuthz.protocol is grpc"),
         (http(), "validate.headers[0].name: x-client-id: the authorization check would never see this header; add x-client-id to extAuthz.forwardHeaders"),
     ],
@@ -70,11 +71,12 @@ def test_only_a_route_with_a_body_rule_buffers_its_body() -> None:
     assert translator.quarantined == {}
     checked = entries["shop/checked"][0]["typed_per_filter_config"]["envoy.filters.http.ext_authz"]
     assert checked["check_settings"] == {"with_request_body": {"max_request_bytes": 65536}}, "allow_partial_message: false is the default"
-    assert "envoy.filters.http.ext_authz" not in entries["shop/plain"][0].get("typed_per_filter_config", {})
+    plain = entries["shop/plain"][0].get("typed_per_filter_config", {}).get("envoy.filters.http.ext_authz", {})
+    assert "check_settings" not in plain, "no body is sent for a route without a body rule"
 
 
 def test_a_disabled_route_validates_nothing() -> None:
-    text = ROUTES.replace("  validate:", "  disabled: {status: 503}\n  validate:", 1)
+    text = ROUTES.replace("  validate:", "  disabled: {status: 503}\n  auth: {required: false}\n  validate:", 1)
     translator = RouteTranslator(GatewaySettings())
     translator.translate(routes(text))
     assert translator.quarantined == {}, "a direct response has nothing to validate, so nothing to deliver"

@@ -31,6 +31,7 @@ apiVersion: gatehouse.io/v1alpha1
 kind: Route
 metadata: {name: plain, namespace: shop}
 spec:
+  auth: {required: false}
   match: {pathPrefix: /plain}
   backends: [{service: web, port: 8080}]
 """
@@ -54,7 +55,8 @@ def test_a_room_no_check_decides_quarantines_its_route_only(settings: GatewaySet
     found, translation = translator(settings)
     assert set(found.quarantined) == {"shop/launch"}
     assert "routes.yaml" in found.quarantined["shop/launch"]
-    assert "waitingRoom: needs extAuthz.protocol: http" in found.quarantined["shop/launch"]
+    assert "waitingRoom: the room is decided in the HTTP authorization check" in found.quarantined["shop/launch"]
+    assert "set extAuthz.protocol: http (Helm: extAuthz.enabled=true, extAuthz.protocol=http)" in found.quarantined["shop/launch"]
     assert [r.id for r in translation.model] == ["shop/plain"]
 
 

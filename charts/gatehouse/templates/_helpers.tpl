@@ -147,6 +147,12 @@ control plane's gateway.tls names the files there, and Envoy watches this direct
 
 {{/* "true" when the sidecar serves routes' waiting rooms: the HTTP check with its rate
 limits' Redis (docs/waiting-room.md); "" otherwise. */}}
+{{/* How long Envoy holds a partly filled access-log buffer: telemetry.envoyFlushInterval, else
+200ms when the breakers are wired (detection waits for it) and 1s otherwise. */}}
+{{- define "gatehouse.telemetry.flushInterval" -}}
+{{- .Values.telemetry.envoyFlushInterval | default (ternary "200ms" "1s" .Values.breakers.enabled) }}
+{{- end }}
+
 {{- define "gatehouse.extAuthz.waitingRooms" -}}
 {{- if and .Values.extAuthz.enabled (eq .Values.extAuthz.protocol "http") .Values.rateLimit.enabled (include "gatehouse.redisUrl" .) -}}true{{- end -}}
 {{- end }}

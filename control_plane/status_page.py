@@ -8,14 +8,17 @@ shown and never parsed as HTML. A Content-Security-Policy that allows only the p
 own script and style (by hash) and fetches to its own origin backs that up.
 
 Route rows say what the Kubernetes source writes on a Route's status (``Accepted``,
-``Programmed``), for every source, from what the control plane knows:
+``Programmed``, ``ResolvedRefs``), for every source, from what the control plane knows:
 
 - ``Accepted``: ``False`` with reason ``Invalid`` (the source or the translator refused
   it: quarantined) or ``Conflict`` (another route claims the same match), else ``True``;
 - ``Programmed``: ``False``/``Rejected`` while a connected Envoy's current NACK names the
   route, ``False``/``NotServing`` when it is not in the configuration sent, ``True`` once
   every connected Envoy ACKed its group's latest route configuration, else ``Unknown``
-  (``Pending``, or ``NoEnvoy`` when no Envoy is connected).
+  (``Pending``, or ``NoEnvoy`` when no Envoy is connected);
+- ``ResolvedRefs``: ``False``/``RefNotPermitted`` when a Service the route names in another
+  namespace has no ReferenceGrant (the route is then not served), ``Unknown`` for a route
+  refused before its references were looked at, else ``True``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from control_plane.model.conflicts import Conflict
+from control_plane.model.references import Unresolved
 from control_plane.model.route import Route
 from control_plane.proxy_status import Proxy
 from control_plane.status_page_html import SCRIPT, STYLE, document
@@ -63,6 +67,7 @@ def route_rows(
     conflicts: Sequence[Conflict],
     proxies: Iterable[Proxy],
     latest_rds: Mapping[str, str],
+    unresolved: Sequence[Unresolved] = (),
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
     """Every route the control plane knows, with its ``Accepted`` and ``Programmed``
@@ -70,7 +75,8 @@ def route_rows(
 
     ``quarantined``: routes the translator left out, by id, with why; ``rejected``:
     Kubernetes objects their source refused, by id, with why; ``latest_rds`` is the RDS version each node group should run (``"*"``:
-    the default group's, for groups without a snapshot of their own).
+    the default group's, for groups without a snapshot of their own); ``unresolved``:
+    routes left out for a reference no ReferenceGrant permits.
     """
     proxies = list(proxies)
     envoys = [p for p in proxies if is_envoy(p)]
@@ -93,8 +99,9 @@ def route_rows(
 
     # (problem, id, origin, Accepted, Programmed): cheap tuples for every route; the rows'
     # dicts and origin strings only for those shown (10,000 dicts cost 30-190 ms of loop).
-    rows: list[tuple[bool, str, Route | None, dict[str, str], dict[str, str]]] = []
+    rows: list[tuple[bool, str, Route | None, dict[str, str], dict[str, str], dict[str, str]]] = []
     valid = _condition("True", "Accepted", "route is valid")
+    resolved = _condition("True", "ResolvedRefs", "every Service the route names is permitted")
     for route in model:
         programmed = served
         refusals = rejecting.get(route.id)
@@ -105,16 +112,28 @@ def route_rows(
         # A Kubernetes object refused in its latest generation: its last good one is served.
         invalid = rejected.get(route.id) if route.origin.source == "kubernetes" else None
         accepted = _condition("False", "Invalid", invalid) if invalid else valid
-        rows.append((invalid is not None or programmed["status"] == "False", route.id, route, accepted, programmed))
+        rows.append((invalid is not None or programmed["status"] == "False", route.id, route, accepted, programmed, resolved))
     seen = {route.id for route in model}
     not_serving = _condition("False", "NotServing", "this route is not in the configuration sent to Envoy")
     for conflict in conflicts:
-        rows.append((True, conflict.loser.id, conflict.loser, _condition("False", "Conflict", conflict.message), not_serving))
+        rows.append((True, conflict.loser.id, conflict.loser, _condition("False", "Conflict", conflict.message), not_serving, resolved))
         seen.add(conflict.loser.id)
-    for route_id, message in [*quarantined.items(), *rejected.items()]:
+    for left_out in unresolved:
+        route = left_out.route
+        invalid = rejected.get(route.id) if route.origin.source == "kubernetes" else None
+        accepted = _condition("False", "Invalid", invalid) if invalid else valid
+        refused = _condition("False", "RefNotPermitted", left_out.message)
+        rows.append((True, route.id, route, accepted, not_serving, refused))
+        seen.add(route.id)
+    # The translator quarantines routes whose references held; a refused object's were never read.
+    unchecked = _condition("Unknown", "Refused", "the route was refused before its references were looked at")
+    for route_id, message, refs in [
+        *((route_id, message, resolved) for route_id, message in quarantined.items()),
+        *((route_id, message, unchecked) for route_id, message in rejected.items()),
+    ]:
         if route_id not in seen:
             seen.add(route_id)
-            rows.append((True, route_id, None, _condition("False", "Invalid", message), not_serving))
+            rows.append((True, route_id, None, _condition("False", "Invalid", message), not_serving, refs))
     rows.sort(key=lambda row: (not row[0], row[1]))
     limit = max(0, min(limit, MAX_LIMIT))
     return {
@@ -122,8 +141,14 @@ def route_rows(
         "problems": sum(1 for row in rows if row[0]),
         "programmed": served,
         "routes": [
-            {"route": route_id, "origin": str(route.origin) if route is not None else "", "accepted": accepted, "programmed": programmed}
-            for _, route_id, route, accepted, programmed in rows[:limit]
+            {
+                "route": route_id,
+                "origin": str(route.origin) if route is not None else "",
+                "accepted": accepted,
+                "programmed": programmed,
+                "resolvedRefs": refs,
+            }
+            for _, route_id, route, accepted, programmed, refs in rows[:limit]
         ],
     }
 

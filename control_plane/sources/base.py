@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.conflicts import Conflict
+from control_plane.model.references import ReferenceGrant, Unresolved
 from control_plane.model.route import Route
 from control_plane.translator.endpoints import Endpoint, EndpointTable
 from control_plane.translator.names import ClusterRef
@@ -24,12 +25,14 @@ from control_plane.translator.names import ClusterRef
 
 @dataclass(frozen=True)
 class RouteSet:
-    """Every route one source holds at one revision. A source never publishes part of one."""
+    """Every route one source holds at one revision, and the ReferenceGrants it holds
+    (``model/references.py``). A source never publishes part of one."""
 
     source: str
     revision: str
     routes: tuple[Route, ...]
     seen_at: float = field(default_factory=time.monotonic)
+    grants: tuple[ReferenceGrant, ...] = ()
 
 
 PublishRoutes = Callable[[RouteSet], None]
@@ -57,6 +60,10 @@ class RouteFeedback(Protocol):
 
     def report_conflicts(self, conflicts: Sequence[Conflict]) -> None:
         """After each merge: which routes lost their claim to another route."""
+
+    def report_unresolved(self, unresolved: Sequence[Unresolved]) -> None:
+        """After each merge: which routes are left out for a cross-namespace reference no
+        ReferenceGrant permits (``ResolvedRefs=False``)."""
 
     def acked(self, kind: ResourceType, snapshot: Snapshot) -> None: ...
 

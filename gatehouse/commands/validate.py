@@ -1,4 +1,9 @@
-"""`gatehouse validate PATH...`: judge route files exactly as the control plane would."""
+"""`gatehouse validate PATH...`: judge route files exactly as the control plane would.
+
+A route naming a Service in another namespace that no ReferenceGrant among the files
+permits gets a warning, not an error: a grant in the cluster may permit it when the
+control plane also runs a Kubernetes source (docs/routes.md, "Cross-namespace backends").
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from control_plane.sources.files import load_route_path
+from control_plane.model.references import permitted_routes
+from control_plane.sources.files import load_documents_path
 from control_plane.translator.coverage import unenforced
 
 
@@ -20,8 +26,15 @@ def run(args: argparse.Namespace) -> int:
     total = 0
     failed = 0
     for path in args.paths:
-        routes, problems = load_route_path(path)
+        found = load_documents_path(path)
+        routes, problems = found.routes, found.problems
         total += len(routes)
+        for unresolved in permitted_routes([found])[1]:
+            route = unresolved.route
+            print(
+                f"warning: {route.origin}: {route.id}: not served unless a ReferenceGrant in the cluster permits it: {unresolved.message}",
+                file=sys.stderr,
+            )
         for route in routes:
             # Whether auth is enforced depends on the control plane's extAuthz setting,
             # which validate cannot see; the control plane warns about that at run time.

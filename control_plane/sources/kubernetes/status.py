@@ -1,10 +1,13 @@
-"""Route status, as the leader writes it: Accepted and Programmed conditions.
+"""Route status, as the leader writes it: Accepted, Programmed and ResolvedRefs conditions.
 
 - ``Accepted``: the object is valid and won any conflict (reasons ``Accepted``,
   ``Invalid``, ``Conflict``).
 - ``Programmed``: Envoy has ACKed a route configuration holding this generation
   (``Programmed``), has not yet (``Pending``), or NACKed it (``Rejected``, with Envoy's
   message). No peer puts NACKs on the object; this is where an operator looks first.
+- ``ResolvedRefs``: every Service in another namespace the route names is permitted by a
+  ReferenceGrant (``ResolvedRefs``), or not (``RefNotPermitted``, naming the reference and
+  the grant it needs; the route is then not served: ``Programmed=False``/``NotServing``).
 
 Writes are idempotent merge patches of the status subresource, made only when the
 conditions differ from what this replica last wrote, in a worker thread with a timeout.

@@ -1,12 +1,14 @@
 """The control plane's own admin endpoints, next to /healthz, /readyz and /metrics.
 
 - ``POST /sync``: fetch every Git source now (a webhook target); ``?wait=0`` returns at once;
-- ``GET /status``: sources, quarantined routes, connected Envoys, ACKed versions, NACKs;
+- ``GET /status``: sources, quarantined routes, conflicts, routes left out for a missing
+  ReferenceGrant (``unresolved``), connected Envoys, ACKed versions, NACKs;
 - ``GET /config``: the current resources as Envoy JSON (``?type=RDS``, ``?cluster=<group>``);
 - ``GET /status/node?node=<id>[&diff=1]``: one proxy; with ``diff=1``, how its ACKed config
   differs from the latest;
 - ``GET /``: the status page (``status_page.py``), which polls ``/status`` and
-  ``GET /status/routes[?limit=N]``: every route with its Accepted and Programmed conditions.
+  ``GET /status/routes[?limit=N]``: every route with its Accepted, Programmed and
+  ResolvedRefs conditions.
 
 Bind it to a private address: it changes nothing but sync timing, and shows route
 config, which is not secret but is internal.
@@ -24,6 +26,7 @@ from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.snapshot_cache import SnapshotCache
 from control_plane.config_diff import node_diff
 from control_plane.model.conflicts import Conflict
+from control_plane.model.references import Unresolved
 from control_plane.proxy_status import ProxyStatus
 from control_plane.render import resource_data
 from control_plane.sources.git import GitSource
@@ -52,6 +55,9 @@ class AdminView(Protocol):
 
     @property
     def conflicts(self) -> Sequence[Conflict]: ...
+
+    @property
+    def unresolved(self) -> Sequence[Unresolved]: ...
 
     def readiness(self) -> tuple[bool, str]: ...
 
@@ -85,6 +91,7 @@ def admin_routes(plane: AdminView) -> list[web.RouteDef]:
             "quarantined": plane.quarantined,
             "not_enforced": {rid: p.message for rid, p in plane.problems.items() if p.served},
             "conflicts": [{"route": c.loser.id, "origin": str(c.loser.origin), "detail": c.message} for c in plane.conflicts],
+            "unresolved": [{"route": u.route.id, "origin": str(u.route.origin), "detail": u.message} for u in plane.unresolved],
             **plane.status.as_dict(),
         }
         return web.json_response(body)
@@ -130,6 +137,7 @@ def admin_routes(plane: AdminView) -> list[web.RouteDef]:
             conflicts=plane.conflicts,
             proxies=plane.status.proxies.values(),
             latest_rds=latest,
+            unresolved=plane.unresolved,
             limit=limit,
         )
         return web.json_response(body)

@@ -29,6 +29,7 @@ from control_plane.breakers.tally_api import TallyEndpoint
 from control_plane.cache.snapshot_cache import SnapshotCache
 from control_plane.config import ControlPlaneConfig
 from control_plane.model.conflicts import Conflict
+from control_plane.model.references import Unresolved
 from control_plane.model.route import Route
 from control_plane.proxy_status import ProxyStatus
 from control_plane.server.ads import SERVICE_NAME as ADS_SERVICE
@@ -163,6 +164,10 @@ class ControlPlane:
     @property
     def problems(self) -> dict[str, RouteProblem]:
         return self._snapshots.problems
+
+    @property
+    def unresolved(self) -> list[Unresolved]:
+        return self._snapshots.unresolved
 
     def source_status(self) -> list[dict[str, Any]]:
         return [source.status() for source in self._sources.every]

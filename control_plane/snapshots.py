@@ -2,8 +2,10 @@
 
 Two paths lead to a new snapshot:
 
-- routes changed: merge every source's last good set, translate (in a worker thread, so
-  ADS streams keep being served), rebuild endpoints for the clusters now in use;
+- routes changed: merge every source's last good set, leave out the routes whose
+  cross-namespace references no ReferenceGrant permits (``model/references.py``), resolve
+  conflicts, translate (in a worker thread, so ADS streams keep being served), rebuild
+  endpoints for the clusters now in use;
 - endpoints changed: rebuild only the affected EDS resources on top of the current
   snapshot. No route is translated and CDS/LDS/RDS keep their versions, so only EDS is
   pushed.
@@ -28,6 +30,7 @@ from control_plane.cache.snapshot_cache import DEFAULT_GROUP, SnapshotCache
 from control_plane.debounce import Debouncer
 from control_plane.heap import collector_paused
 from control_plane.model.conflicts import Conflict, resolve_conflicts
+from control_plane.model.references import Unresolved, permitted_routes
 from control_plane.model.route import Route
 from control_plane.sources.base import LayeredEndpoints, PublishEndpoints, RouteFeedback, RouteSet
 from control_plane.translator import Edge, EndpointTable, EndpointTranslator, RouteTranslator, Translation
@@ -64,6 +67,9 @@ class SnapshotPublisher:
         self._translation: Translation | None = None
         self._open = False
         self.conflicts: list[Conflict] = []
+        self._problems: dict[str, RouteProblem] = {}
+        self.unresolved: list[Unresolved] = []
+        """Routes left out for a reference no grant permits, after the latest merge."""
         self._route_debounce = Debouncer(self._rebuild_routes, quiet=quiet, max_delay=max_delay)
         self._endpoint_debounce = Debouncer(self._rebuild_endpoints, quiet=min(quiet, 0.005), max_delay=max_delay)
 
@@ -128,7 +134,17 @@ class SnapshotPublisher:
             feedback.report_conflicts(conflicts)
 
     def _record_problems(self, problems: Mapping[str, RouteProblem]) -> None:
-        """Tell the route sources (route status) and the metrics what translation refused."""
+        """Log each refused or not-enforced route once, when it appears; tell the route
+        sources (route status) and the metrics."""
+        for route_id, problem in problems.items():
+            before = self._problems.get(route_id)
+            if before is not None and before.route is problem.route and before.message == problem.message:
+                continue
+            event = "route_field_not_enforced" if problem.served else "route_refused"
+            (log.warning if problem.served else log.error)(
+                event, route=route_id, origin=str(problem.route.origin), reason=problem.reason, detail=problem.message
+            )
+        self._problems = dict(problems)
         refused = Counter(p.reason for p in problems.values() if not p.served)
         for reason in (UNENFORCEABLE, UNTRANSLATABLE):
             metrics.ROUTES_REFUSED.labels(reason).set(refused.get(reason, 0))
@@ -139,19 +155,29 @@ class SnapshotPublisher:
             metrics.ROUTES_NOT_ENFORCED.labels(field).set(fields.get(field, 0))
         for feedback in self._feedback:
             feedback.report_problems(list(problems.values()))
+    def _record_unresolved(self, unresolved: list[Unresolved]) -> None:
+        """Log each route left out for a missing grant once, when it appears; tell the sources."""
+        before = {(u.route.id, str(u.route.origin), u.message) for u in self.unresolved}
+        for one in unresolved:
+            if (one.route.id, str(one.route.origin), one.message) not in before:
+                log.warning("route_reference_not_permitted", route=one.route.id, origin=str(one.route.origin), detail=one.message)
+        self.unresolved = unresolved
+        for feedback in self._feedback:
+            feedback.report_unresolved(unresolved)
 
     async def _rebuild_routes(self, seen_at: float) -> None:
         if not self._open:
             return
-        # Every source's last good routes, one model; conflicting claims resolved.
-        routes = [route for name in sorted(self._route_sets) for route in self._route_sets[name].routes]
+        # Every source's last good routes and grants, one model; conflicting claims resolved.
+        route_sets = [self._route_sets[name] for name in sorted(self._route_sets)]
         started = time.monotonic()
         before = self._routes.translated_routes
         # Merging and translating are CPU work over every route: in a worker thread, so
         # ADS streams keep being served (resolving conflicts alone held the loop 100+ ms
         # at 10k routes).
         breakers = dict(self._breakers())  # a copy: the board moves on the loop, we read in a thread
-        kept, conflicts, translation = await asyncio.to_thread(self._translate, routes, breakers)
+        kept, unresolved, conflicts, translation = await asyncio.to_thread(self._translate, route_sets, breakers)
+        self._record_unresolved(unresolved)
         self._record_conflicts(conflicts)
         self._record_problems(self._routes.problems)
         metrics.TRANSLATIONS.inc()
@@ -180,11 +206,13 @@ class SnapshotPublisher:
         )
 
     def _translate(
-        self, routes: list[Route], breakers: Mapping[str, BreakerState]
-    ) -> tuple[list[Route], list[Conflict], Translation]:
+        self, route_sets: list[RouteSet], breakers: Mapping[str, BreakerState]
+    ) -> tuple[list[Route], list[Unresolved], list[Conflict], Translation]:
         with collector_paused():
-            kept, conflicts = resolve_conflicts(routes)
-            return kept, conflicts, self._routes.translate(kept, breakers)
+            # References first: a route that cannot be served claims nothing in a conflict.
+            permitted, unresolved = permitted_routes(route_sets)
+            kept, conflicts = resolve_conflicts(permitted)
+            return kept, unresolved, conflicts, self._routes.translate(kept, breakers)
 
     async def _rebuild_endpoints(self, seen_at: float) -> None:
         current = self._cache.current("*")

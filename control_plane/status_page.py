@@ -8,7 +8,7 @@ shown and never parsed as HTML. A Content-Security-Policy that allows only the p
 own script and style (by hash) and fetches to its own origin backs that up.
 
 Route rows say what the Kubernetes source writes on a Route's status (``Accepted``,
-``Programmed``), for every source, from what the control plane knows:
+``Programmed``, ``ResolvedRefs``, ``Enforced``), for every source, from what the control plane knows:
 
 - ``Accepted``: ``False`` with reason ``Invalid`` (the source or the translator refused
   it: quarantined), ``Unenforceable`` (it asks for protection this gateway cannot
@@ -18,9 +18,12 @@ Route rows say what the Kubernetes source writes on a Route's status (``Accepted
   route, ``False``/``NotServing`` when it is not in the configuration sent, ``True`` once
   every connected Envoy ACKed its group's latest route configuration, else ``Unknown``
   (``Pending``, or ``NoEnvoy`` when no Envoy is connected);
+- ``ResolvedRefs``: ``False``/``RefNotPermitted`` when a Service the route names in another
+  namespace has no ReferenceGrant (the route is then not served), ``Unknown`` for a route
+  refused before its references were looked at, else ``True``;
 - ``Enforced``: ``False``/``NotEnforced`` when an accepted route is served without something
   it asks for (``rateLimits`` with ``rateLimitsWithoutLimiter: serveUnlimited``, an
-  ``errorRate`` breaker no tally reaches), else ``True``.
+  ``errorRate`` breaker no tally reaches), else ``True`` (``Unknown`` on a route not served).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 from aiohttp import web
 
 from control_plane.model.conflicts import Conflict
+from control_plane.model.references import Unresolved
 from control_plane.model.route import Route
 from control_plane.proxy_status import Proxy
 from control_plane.status_page_html import SCRIPT, STYLE, document
@@ -69,6 +73,7 @@ def route_rows(
     conflicts: Sequence[Conflict],
     proxies: Iterable[Proxy],
     latest_rds: Mapping[str, str],
+    unresolved: Sequence[Unresolved] = (),
     limit: int = DEFAULT_LIMIT,
 ) -> dict[str, Any]:
     """Every route the control plane knows, with its ``Accepted`` and ``Programmed``
@@ -77,7 +82,8 @@ def route_rows(
     ``problems``: routes the translator left out or served without something, by id;
     ``rejected``:
     Kubernetes objects their source refused, by id, with why; ``latest_rds`` is the RDS version each node group should run (``"*"``:
-    the default group's, for groups without a snapshot of their own).
+    the default group's, for groups without a snapshot of their own); ``unresolved``:
+    routes left out for a reference no ReferenceGrant permits.
     """
     proxies = list(proxies)
     envoys = [p for p in proxies if is_envoy(p)]
@@ -98,10 +104,12 @@ def route_rows(
     else:
         served = _condition("True", "Programmed", f"every connected Envoy ({len(envoys)}) ACKed the route configuration holding it")
 
-    # (problem, id, origin, Accepted, Programmed, Enforced): cheap tuples for every route; the
-    # rows' dicts and origin strings only for those shown (10,000 dicts cost 30-190 ms of loop).
-    rows: list[tuple[bool, str, Route | None, dict[str, str], dict[str, str], dict[str, str]]] = []
+    # (problem, id, origin, Accepted, Programmed, ResolvedRefs, Enforced): cheap tuples for every
+    # route; the rows' dicts and origin strings only for those shown (10,000 dicts cost 30-190 ms
+    # of loop).
+    rows: list[tuple[bool, str, Route | None, dict[str, str], dict[str, str], dict[str, str], dict[str, str]]] = []
     valid = _condition("True", "Accepted", "route is valid")
+    resolved = _condition("True", "ResolvedRefs", "every Service the route names is permitted")
     enforced = _condition("True", "Enforced", "everything the route asks for is enforced")
     for route in model:
         programmed = served
@@ -116,21 +124,32 @@ def route_rows(
         note = problems.get(route.id)
         enforcing = _condition("False", note.reason, note.message) if note is not None and note.served else enforced
         problem = invalid is not None or programmed["status"] == "False" or enforcing is not enforced
-        rows.append((problem, route.id, route, accepted, programmed, enforcing))
+        rows.append((problem, route.id, route, accepted, programmed, resolved, enforcing))
     seen = {route.id for route in model}
     not_serving = _condition("False", "NotServing", "this route is not in the configuration sent to Envoy")
     unknown = _condition("Unknown", "NotServing", "not judged: the route is not served")
     for conflict in conflicts:
-        rows.append((True, conflict.loser.id, conflict.loser, _condition("False", "Conflict", conflict.message), not_serving, unknown))
+        rows.append((True, conflict.loser.id, conflict.loser, _condition("False", "Conflict", conflict.message), not_serving,
+                     resolved, unknown))
         seen.add(conflict.loser.id)
-    for route_id, refused in problems.items():
-        if route_id not in seen and not refused.served:
+    for left_out in unresolved:
+        route = left_out.route
+        invalid = rejected.get(route.id) if route.origin.source == "kubernetes" else None
+        accepted = _condition("False", "Invalid", invalid) if invalid else valid
+        refused = _condition("False", "RefNotPermitted", left_out.message)
+        rows.append((True, route.id, route, accepted, not_serving, refused, unknown))
+        seen.add(route.id)
+    # The translator refuses routes whose references held; a refused object's were never read.
+    unchecked = _condition("Unknown", "Refused", "the route was refused before its references were looked at")
+    for route_id, judged in problems.items():
+        if route_id not in seen and not judged.served:
             seen.add(route_id)
-            rows.append((True, route_id, refused.route, _condition("False", refused.reason, refused.message), not_serving, unknown))
+            rows.append((True, route_id, judged.route, _condition("False", judged.reason, judged.message), not_serving,
+                         resolved, unknown))
     for route_id, message in rejected.items():
         if route_id not in seen:
             seen.add(route_id)
-            rows.append((True, route_id, None, _condition("False", "Invalid", message), not_serving, unknown))
+            rows.append((True, route_id, None, _condition("False", "Invalid", message), not_serving, unchecked, unknown))
     rows.sort(key=lambda row: (not row[0], row[1]))
     limit = max(0, min(limit, MAX_LIMIT))
     return {
@@ -143,9 +162,10 @@ def route_rows(
                 "origin": str(route.origin) if route is not None else "",
                 "accepted": accepted,
                 "programmed": programmed,
+                "resolvedRefs": refs,
                 "enforced": enforcing,
             }
-            for _, route_id, route, accepted, programmed, enforcing in rows[:limit]
+            for _, route_id, route, accepted, programmed, refs, enforcing in rows[:limit]
         ],
     }
 

@@ -153,6 +153,10 @@ SCRIPT = """
         details.push((s.leader ? "leader" : "follower") + ", " + s.status_writes + " status writes");
         for (const [key, message] of Object.entries(s.rejected || {})) problems.push(el("div", key + ": " + message, "msg"));
         for (const [key, message] of Object.entries(s.conflicts || {})) problems.push(el("div", key + ": " + message, "msg"));
+        for (const [key, message] of Object.entries(s.unresolved || {})) problems.push(el("div", key + ": " + message, "msg"));
+        const grants = s.reference_grants;
+        if (grants && grants.installed) details.push(grants.grants + " ReferenceGrants");
+        if (grants && !grants.installed) problems.push(el("div", "ReferenceGrant CRD not installed: no cross-namespace backend is served", "msg"));
       }
       if (s.error && typeof s.error === "string") problems.push(el("div", s.error, "msg"));
       const row = tr([
@@ -168,11 +172,12 @@ SCRIPT = """
 
   function renderRoutes(routes) {
     const rows = routes.routes.map((r) => {
-      const row = tr([cell(r.route, "mono"), cell(r.origin, "mono"), condition(r.accepted), condition(r.programmed), condition(r.enforced)]);
+      const row = tr([cell(r.route, "mono"), cell(r.origin, "mono"), condition(r.accepted), condition(r.programmed),
+                      condition(r.resolvedRefs), condition(r.enforced)]);
       row.dataset.route = r.route;
       return row;
     });
-    fill("routes-body", rows, "no routes", 5);
+    fill("routes-body", rows, "no routes", 6);
   }
 
   function renderProxies(status) {
@@ -279,7 +284,7 @@ _BODY = """
 <tbody id="sources-body"></tbody></table>
 
 <h2>Routes <span id="route-count" class="meta"></span></h2>
-<table id="routes"><thead><tr><th>route</th><th>origin</th><th>Accepted</th><th>Programmed</th><th>Enforced</th></tr></thead>
+<table id="routes"><thead><tr><th>route</th><th>origin</th><th>Accepted</th><th>Programmed</th><th>ResolvedRefs</th><th>Enforced</th></tr></thead>
 <tbody id="routes-body"></tbody></table>
 
 <h2>Route breakers</h2>

@@ -1,15 +1,19 @@
-"""Route YAML text → validated Routes, or Problems that name file, line, field and reason."""
+"""Route YAML text → validated Routes (and ReferenceGrants), or Problems that name file,
+line, field and reason."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import yaml
 from pydantic import ValidationError
 
 from control_plane.errors import Problem
+from control_plane.model.reference_grants import grant_from_document, is_grant_document
+from control_plane.model.references import ReferenceGrant
 from control_plane.model.route import Origin, Route
 from control_plane.model.schema import RouteDocument
 from servicekit.config_file import field_path
@@ -70,40 +74,68 @@ def route_from_document(data: object, origin: Origin, document: Document | None 
     )
 
 
-def parse_route_file(text: str | bytes, origin: Origin) -> tuple[list[Route], list[Problem]]:
-    """Every Route in one YAML stream, plus every problem found in it (all at once)."""
-    routes: list[Route] = []
-    problems: list[Problem] = []
+@dataclass
+class Documents:
+    """What one YAML stream (or a tree of them) holds: Routes, ReferenceGrants, problems."""
+
+    routes: list[Route] = field(default_factory=list)
+    grants: list[ReferenceGrant] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def parse_documents(text: str | bytes, origin: Origin) -> Documents:
+    """Every Route and ReferenceGrant in one YAML stream of a route source (grants found
+    there count for that source's routes only), plus every problem found (all at once)."""
+    found = Documents()
     try:
         documents = list(load_documents(text))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{origin.location}:{mark.line + 1}" if mark is not None else origin.location
         reason = getattr(exc, "problem", None) or str(exc)
-        return [], [Problem(where, "", f"invalid YAML: {reason}")]
+        found.problems.append(Problem(where, "", f"invalid YAML: {reason}"))
+        return found
     for document in documents:
         doc_origin = replace(origin, line=document.line)
         try:
-            routes.append(route_from_document(document.data, doc_origin, document))
+            if is_grant_document(document.data):
+                found.grants.append(grant_from_document(document.data, doc_origin, cluster=False))
+            else:
+                found.routes.append(route_from_document(document.data, doc_origin, document))
         except ValidationError as exc:
-            problems.extend(validation_problems(exc, origin.location, document))
+            found.problems.extend(validation_problems(exc, origin.location, document))
         except ValueError as exc:
-            problems.append(Problem(f"{origin.location}:{document.line}", "", str(exc)))
-    return routes, problems
+            found.problems.append(Problem(f"{origin.location}:{document.line}", "", str(exc)))
+    return found
 
 
-def duplicate_problems(routes: Iterable[Route]) -> list[Problem]:
-    """Two documents may not define the same namespace/name."""
-    first: dict[str, Route] = {}
+def parse_route_file(text: str | bytes, origin: Origin) -> tuple[list[Route], list[Problem]]:
+    """The Routes in one YAML stream and every problem found in it (grants are checked,
+    not returned: see ``parse_documents``)."""
+    found = parse_documents(text, origin)
+    return found.routes, found.problems
+
+
+class _Defined(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def origin(self) -> Origin: ...
+
+
+def duplicate_problems(defined: Iterable[_Defined], what: str = "route") -> list[Problem]:
+    """Two documents may not define the same namespace/name (of a route, or of a ReferenceGrant)."""
+    first: dict[str, _Defined] = {}
     problems = []
-    for route in routes:
-        other = first.setdefault(route.id, route)
-        if other is not route:
+    for item in defined:
+        other = first.setdefault(item.id, item)
+        if other is not item:
             problems.append(
                 Problem(
-                    str(route.origin),
+                    str(item.origin),
                     "metadata.name",
-                    f"route {route.id} is already defined at {other.origin}",
+                    f"{what} {item.id} is already defined at {other.origin}",
                 )
             )
     return problems

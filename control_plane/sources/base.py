@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.conflicts import Conflict
+from control_plane.model.references import ReferenceGrant, Unresolved
 from control_plane.model.route import Route
 from control_plane.translator.endpoints import Endpoint, EndpointTable
 from control_plane.translator.pipeline import RouteProblem
@@ -25,12 +26,14 @@ from control_plane.translator.names import ClusterRef
 
 @dataclass(frozen=True)
 class RouteSet:
-    """Every route one source holds at one revision. A source never publishes part of one."""
+    """Every route one source holds at one revision, and the ReferenceGrants it holds
+    (``model/references.py``). A source never publishes part of one."""
 
     source: str
     revision: str
     routes: tuple[Route, ...]
     seen_at: float = field(default_factory=time.monotonic)
+    grants: tuple[ReferenceGrant, ...] = ()
 
 
 PublishRoutes = Callable[[RouteSet], None]
@@ -62,6 +65,9 @@ class RouteFeedback(Protocol):
     def report_problems(self, problems: Sequence[RouteProblem]) -> None:
         """After each translation: every route refused (not served) or served with
         something it asks for not enforced, all at once (a route not listed has none)."""
+    def report_unresolved(self, unresolved: Sequence[Unresolved]) -> None:
+        """After each merge: which routes are left out for a cross-namespace reference no
+        ReferenceGrant permits (``ResolvedRefs=False``)."""
 
     def acked(self, kind: ResourceType, snapshot: Snapshot) -> None: ...
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from control_plane.errors import Problem
 from control_plane.heap import collector_paused
-from control_plane.model.loading import duplicate_problems, parse_route_file
+from control_plane.model.loading import Documents, duplicate_problems, parse_documents
 from control_plane.model.route import Origin, Route
 from control_plane.sources.git import ROUTE_SUFFIXES
 
@@ -21,22 +21,31 @@ def route_files(path: Path) -> list[Path]:
     return [path]
 
 
-def load_route_path(path: Path) -> tuple[list[Route], list[Problem]]:
-    routes: list[Route] = []
-    problems: list[Problem] = []
+def load_documents_path(path: Path) -> Documents:
+    """Every Route and ReferenceGrant under ``path``, and every problem, as Git would see them."""
+    found = Documents()
     if not path.exists():
-        return [], [Problem(str(path), "", "no such file or directory")]
+        found.problems.append(Problem(str(path), "", "no such file or directory"))
+        return found
     base = path if path.is_dir() else path.parent
     with collector_paused():
         for file in route_files(path):
             try:
                 text = file.read_bytes()
             except OSError as exc:
-                problems.append(Problem(str(file), "", f"cannot read: {exc.strerror}"))
+                found.problems.append(Problem(str(file), "", f"cannot read: {exc.strerror}"))
                 continue
             location = str(file.relative_to(base)) if path.is_dir() else str(file)
-            file_routes, file_problems = parse_route_file(text, Origin("file", location))
-            routes.extend(file_routes)
-            problems.extend(file_problems)
-    problems.extend(duplicate_problems(routes))
-    return routes, problems
+            one = parse_documents(text, Origin("file", location))
+            found.routes.extend(one.routes)
+            found.grants.extend(one.grants)
+            found.problems.extend(one.problems)
+    found.problems.extend(duplicate_problems(found.routes))
+    found.problems.extend(duplicate_problems(found.grants, "ReferenceGrant"))
+    return found
+
+
+def load_route_path(path: Path) -> tuple[list[Route], list[Problem]]:
+    """The Routes under ``path`` and every problem (``load_documents_path`` without the grants)."""
+    found = load_documents_path(path)
+    return found.routes, found.problems

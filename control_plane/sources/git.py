@@ -1,6 +1,7 @@
 """Routes from a Git repository: a local path or URL, one branch, one subdirectory.
 
-Each commit is taken whole or not at all. An invalid file keeps the last good commit
+Each commit is taken whole or not at all. Files may also hold ReferenceGrant documents
+(``model/reference_grants.py``), which count for this source's routes only. An invalid file keeps the last good commit
 live and leaves an error naming the commit, file, line, field and reason. Files are
 parsed once per content (path + blob id), so a commit that changes one file re-parses
 one file and yields the same Route objects for the rest.
@@ -20,7 +21,8 @@ import structlog
 from control_plane import metrics
 from control_plane.errors import Problem, SourceError
 from control_plane.heap import collector_paused
-from control_plane.model.loading import duplicate_problems, parse_route_file
+from control_plane.model.loading import Documents, duplicate_problems, parse_documents
+from control_plane.model.references import ReferenceGrant
 from control_plane.model.route import Origin, Route
 from control_plane.sources.base import PublishRoutes, RouteFeedback, RouteSet
 from control_plane.sources.git_cli import TreeEntry, git, list_tree, read_blobs
@@ -59,8 +61,9 @@ class GitSettings:
 
 
 class GitSource:
-    """A route source. Git routes have no object to write a status on: conflicts are logged
-    and listed in /status by the control plane, NACKs reported there and in metrics."""
+    """A route source. Git routes have no object to write a status on: conflicts and
+    references no grant permits are logged and listed in /status by the control plane,
+    NACKs reported there and in metrics."""
 
     feedback: RouteFeedback | None = None
 
@@ -72,10 +75,11 @@ class GitSource:
         self._mirror = settings.cache_dir / key
         self._lock = asyncio.Lock()
         self._wakeup = asyncio.Event()
-        self._files: dict[tuple[str, str], tuple[list[Route], list[Problem]]] = {}
+        self._files: dict[tuple[str, str], Documents] = {}
         self._seen = ""
         self._accepted = ""
         self._accepted_routes = 0
+        self._accepted_grants = 0
         self._rejected: SyncResult | None = None
         self._last_error = ""
         self._last_sync = 0.0
@@ -143,7 +147,7 @@ class GitSource:
         entries = [e for e in await list_tree(self._mirror, commit, self._settings.path) if e.path.endswith(ROUTE_SUFFIXES)]
         missing = [e for e in entries if (e.path, e.blob) not in self._files]
         contents = await read_blobs(self._mirror, sorted({e.blob for e in missing}))
-        files, routes, problems = await asyncio.to_thread(self._assemble, entries, missing, contents, commit)
+        files, routes, grants, problems = await asyncio.to_thread(self._assemble, entries, missing, contents, commit)
         self._files = files
         if problems:
             result = SyncResult(commit, accepted=False, changed=True, problems=problems)
@@ -165,6 +169,7 @@ class GitSource:
             return result
         self._accepted = commit
         self._accepted_routes = len(routes)
+        self._accepted_grants = len(grants)
         self._rejected = None
         metrics.SOURCE_SYNCS.labels(self.name, "applied").inc()
         metrics.ROUTES_LOADED.labels(self.name).set(len(routes))
@@ -174,24 +179,26 @@ class GitSource:
             details={"commit": commit, "routes": len(routes), "instance": INSTANCE},
         ))
         if self._publish is not None:
-            self._publish(RouteSet(self.name, commit, tuple(routes), seen_at))
+            self._publish(RouteSet(self.name, commit, tuple(routes), seen_at, grants=tuple(grants)))
         return SyncResult(commit, accepted=True, changed=True)
 
     def _assemble(
         self, entries: list[TreeEntry], missing: list[TreeEntry], contents: dict[str, bytes], commit: str
-    ) -> tuple[dict[tuple[str, str], tuple[list[Route], list[Problem]]], list[Route], list[Problem]]:
+    ) -> tuple[dict[tuple[str, str], Documents], list[Route], list[ReferenceGrant], list[Problem]]:
         """Parse the new files and put the commit together, in a worker thread: at 10k
         routes even the duplicate check held the event loop for 140 ms."""
         with collector_paused():
             parsed = {
-                (entry.path, entry.blob): parse_route_file(contents[entry.blob], Origin("git", entry.path, commit))
+                (entry.path, entry.blob): parse_documents(contents[entry.blob], Origin("git", entry.path, commit))
                 for entry in missing
             }
             files = {(e.path, e.blob): self._files.get((e.path, e.blob)) or parsed[(e.path, e.blob)] for e in entries}
-            routes = [route for file_routes, _ in files.values() for route in file_routes]
-            problems = [problem for _, file_problems in files.values() for problem in file_problems]
+            routes = [route for found in files.values() for route in found.routes]
+            grants = [grant for found in files.values() for grant in found.grants]
+            problems = [problem for found in files.values() for problem in found.problems]
             problems.extend(duplicate_problems(routes))
-        return files, routes, problems
+            problems.extend(duplicate_problems(grants, "ReferenceGrant"))
+        return files, routes, grants, problems
 
     def status(self) -> dict[str, Any]:
         return {
@@ -202,6 +209,7 @@ class GitSource:
             "path": self._settings.path,
             "serving": self._accepted or None,
             "routes": self._accepted_routes,
+            "reference_grants": self._accepted_grants,
             "latest": self._seen or None,
             "rejected": self._rejected.as_dict() if self._rejected else None,
             "error": self._last_error or None,

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-import structlog
 from google.protobuf.json_format import ParseError
 
 from control_plane.breakers.board import BreakerState
@@ -33,13 +32,14 @@ from control_plane.translator.route_entries import cluster_refs, route_entries
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.virtual_hosts import route_configuration
 
-log = structlog.get_logger(component="translator")
 
 
 UNENFORCEABLE = "Unenforceable"
 """A route asks for protection this gateway cannot enforce (a feature's ``refusals``)."""
 UNTRANSLATABLE = "Invalid"
 """The translator could not build the route, or it contradicts another route's cluster policy."""
+NOT_ENFORCED = "NotEnforced"
+"""Served without something it asks for (a feature's ``unenforced``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,41 +118,38 @@ class RouteTranslator:
         self.problems: dict[str, RouteProblem] = {}
         """Routes of the last translation left out (refused, untranslatable) or served with
         something not enforced, by route id."""
-        self._judged: dict[Route, tuple[RouteProblem, ...]] = {}
-        """Each route's refusal and unenforced notes, kept while the route is unchanged (logged once)."""
+        self._judged: dict[Route, RouteProblem | None] = {}
+        """Each route's refusal or unenforced notes, kept while the route is unchanged. The
+        translator logs nothing of them: the snapshot publisher logs each once it appears,
+        and the CLI's offline commands print them their own way."""
 
     @property
     def quarantined(self) -> dict[str, str]:
         """Routes left out of the last translation, and why ("origin: reason")."""
         return {rid: f"{p.route.origin}: {p.message}" for rid, p in self.problems.items() if not p.served}
 
-    def _judge(self, route: Route) -> tuple[RouteProblem, ...]:
-        judged = self._judged.get(route)
-        if judged is None:
-            refused = refusals(route, self._settings)
-            if refused:
-                judged = (RouteProblem(route, UNENFORCEABLE, "; ".join(refused)),)
-                log.error("route_refused", route=route.id, origin=str(route.origin), error=judged[0].message)
-            else:
-                notes = unenforced(route, self._settings)
-                judged = (RouteProblem(route, "NotEnforced", "; ".join(notes), served=True),) if notes else ()
-                for note in notes:
-                    log.warning("route_field_not_enforced", route=route.id, origin=str(route.origin), detail=note)
-        return judged
+    def _judge(self, route: Route) -> RouteProblem | None:
+        if route in self._judged:
+            return self._judged[route]
+        refused = refusals(route, self._settings)
+        if refused:
+            return RouteProblem(route, UNENFORCEABLE, "; ".join(refused))
+        notes = unenforced(route, self._settings)
+        return RouteProblem(route, NOT_ENFORCED, "; ".join(notes), served=True) if notes else None
 
     def translate(self, routes: list[Route], breakers: Mapping[str, BreakerState] = NO_BREAKERS) -> Translation:
         """``breakers``: the board's states by route id, read-only; a route not in it is CLOSED."""
         translated: dict[Route, _Translated] = {}
         entries: dict[tuple[Route, BreakerState | None], _Translated] = {}
         problems: dict[str, RouteProblem] = {}
-        judged: dict[Route, tuple[RouteProblem, ...]] = {}
+        judged: dict[Route, RouteProblem | None] = {}
         now = self._clock()
         for route in routes:
-            judged[route] = self._judge(route)
-            for problem in judged[route]:
+            problem = judged[route] = self._judge(route)
+            if problem is not None:
                 problems[route.id] = problem
-            if route.id in problems and not problems[route.id].served:
-                continue  # refused: never served with less protection than it asks for
+                if not problem.served:
+                    continue  # refused: never served with less protection than it asks for
             # Keyed by the phase too: a move re-translates that route alone.
             key = (route, effective_phase(route, breakers.get(route.id)))
             cached = self._entries.get(key)
@@ -162,7 +159,6 @@ class RouteTranslator:
                 except (ParseError, ValueError) as exc:
                     # A translator gap must cost one route, not the whole config.
                     problems[route.id] = RouteProblem(route, UNTRANSLATABLE, str(exc))
-                    log.error("route_quarantined", route=route.id, origin=str(route.origin), error=str(exc))
                     continue
                 self.translated_routes += 1
             translated[route] = cached
@@ -174,7 +170,6 @@ class RouteTranslator:
         policies, contradicting = cluster_policies(list(translated), {r: t.refs for r, t in translated.items()})
         for route, contradiction in contradicting.items():
             problems[route.id] = RouteProblem(route, UNTRANSLATABLE, contradiction)
-            log.error("route_quarantined", route=route.id, origin=str(route.origin), error=contradiction)
         translated = {route: t for route, t in translated.items() if route not in contradicting}
         self.problems = problems
         ordered = sorted(translated, key=lambda route: translated[route].sort_key)

@@ -14,13 +14,13 @@ from pathlib import Path
 from control_plane.cache.types import ResourceType
 from control_plane.errors import InvalidEndpointsError
 from control_plane.render import resource_data, to_yaml
-from control_plane.sources.files import load_route_path
+from control_plane.model.references import permitted_routes
+from control_plane.sources.files import load_documents_path
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
 from control_plane.config import load_config
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from control_plane.translator.from_config import gateway_settings
 from servicekit.errors import ConfigError
-from servicekit.logs import configure_logging
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,13 +37,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    # This command names every refused route itself; the translator's log lines would repeat them.
-    configure_logging("critical", "console")
-    routes, problems = load_route_path(args.path)
-    if problems:
-        for problem in problems:
+    found = load_documents_path(args.path)
+    if found.problems:
+        for problem in found.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 1
+    # As the control plane would with this tree alone: no grants from a cluster.
+    routes, unresolved = permitted_routes([found])
+    for left_out in unresolved:
+        print(f"warning: {left_out.route.id} left out: {left_out.message}", file=sys.stderr)
     table = StaticEndpointTable({})
     if args.endpoints is not None:
         try:

@@ -1,5 +1,6 @@
-"""`gatehouse status`: every connected Envoy, what it ACKed versus the latest, NACKs, and
-the route breakers (``GET /breakers``; `gatehouse breaker` moves them)."""
+"""`gatehouse status`: every connected Envoy, what it ACKed versus the latest, NACKs, routes
+left out for a missing ReferenceGrant, and the route breakers (``GET /breakers``;
+`gatehouse breaker` moves them)."""
 
 from __future__ import annotations
 
@@ -142,6 +143,8 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(line)
         for problem in (source.get("rejected") or {}).get("problems", []):
             lines.append(f"    {problem}")
+    for left_out in status.get("unresolved") or []:
+        lines.append(f"route {left_out['route']} ({left_out['origin']}) NOT SERVED, ResolvedRefs=False: {left_out['detail']}")
     kinds = ["CDS", "EDS", "LDS", "RDS"] + (["SDS"] if any("SDS" in p["subscribed"] for p in status["proxies"]) else [])
     lines.append(f"{'NODE':24} {'CLUSTER':12} " + " ".join(f"{k:8}" for k in kinds) + " STATE")
     for proxy in status["proxies"]:

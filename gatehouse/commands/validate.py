@@ -5,6 +5,10 @@ plane's config file they are also translated for that gateway, as the control pl
 would: a route it would refuse (it asks for protection the gateway cannot enforce, or it
 contradicts another route) is an error, a route it would serve without something it asks
 for (``rateLimitsWithoutLimiter: serveUnlimited``) a warning.
+
+A route naming a Service in another namespace that no ReferenceGrant among the files
+permits gets a warning, not an error: a grant in the cluster may permit it when the
+control plane also runs a Kubernetes source (docs/routes.md, "Cross-namespace backends").
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ import sys
 from pathlib import Path
 
 from control_plane.config import load_config
-from servicekit.errors import ConfigError
-from servicekit.logs import configure_logging
 from control_plane.model.conflicts import resolve_conflicts
+from control_plane.model.references import permitted_routes
 from control_plane.model.route import Route
-from control_plane.sources.files import load_route_path
+from control_plane.sources.files import load_documents_path
 from control_plane.translator import RouteTranslator
 from control_plane.translator.from_config import gateway_settings
+from servicekit.errors import ConfigError
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,15 +40,18 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    # This command names every refused route itself; the translator's log lines would repeat them.
-    configure_logging("critical", "console")
     routes: list[Route] = []
     errors: list[str] = []
-    for path in args.paths:
-        found, problems = load_route_path(path)
-        routes.extend(found)
-        errors.extend(str(problem) for problem in problems)
     warnings: list[str] = []
+    for path in args.paths:
+        found = load_documents_path(path)
+        routes.extend(found.routes)
+        errors.extend(str(problem) for problem in found.problems)
+        for unresolved in permitted_routes([found])[1]:
+            route = unresolved.route
+            warnings.append(
+                f"{route.origin}: {route.id}: not served unless a ReferenceGrant in the cluster permits it: {unresolved.message}"
+            )
     if args.config is not None:
         try:
             config = load_config(args.config)

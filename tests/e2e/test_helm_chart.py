@@ -1223,6 +1223,8 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
             ("list", "endpointslices.discovery.k8s.io", None, ""),
             ("create", "leases.coordination.k8s.io", NAMESPACE, ""),
             ("update", "leases.coordination.k8s.io", NAMESPACE, "gatehouse-control-plane"),
+            ("list", "referencegrants.gateway.networking.k8s.io", None, ""),
+            ("watch", "referencegrants.gateway.networking.k8s.io", None, ""),
         ]:
             assert can_i(api, sa, verb, resource, namespace, name), f"{sa} cannot {verb} {resource} {name}"
         for verb, resource, namespace, name in [
@@ -1237,6 +1239,10 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
             ("create", "leases.coordination.k8s.io", "shop", ""),
             ("update", "leases.coordination.k8s.io", NAMESPACE, "someone-elses-lease"),
             ("delete", "leases.coordination.k8s.io", NAMESPACE, "gatehouse-control-plane"),
+            ("get", "referencegrants.gateway.networking.k8s.io", "shop", "some-grant"),
+            ("create", "referencegrants.gateway.networking.k8s.io", "shop", ""),
+            ("update", "referencegrants.gateway.networking.k8s.io", "shop", ""),
+            ("delete", "referencegrants.gateway.networking.k8s.io", "shop", ""),
         ]:
             assert not can_i(api, sa, verb, resource, namespace, name), f"{sa} may {verb} {resource} {name}"
         gateway_sa = f"system:serviceaccount:{NAMESPACE}:{GATEWAY}"
@@ -1343,8 +1349,9 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
 
     api.helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "60s")
     assert api.kubectl("get", "clusterrole", f"{NAMESPACE}-{RELEASE}-gatehouse-control-plane", check=False).returncode != 0
-    # CRDs in crds/ stay (Helm never deletes them): Routes survive an uninstall.
+    # CRDs in crds/ stay (Helm never deletes them): Routes and ReferenceGrants survive an uninstall.
     api.kubectl("get", "crd", "routes.gatehouse.io")
+    api.kubectl("get", "crd", "referencegrants.gateway.networking.k8s.io")
 
 
 def post_tallies(port: int, credential: str) -> int:

@@ -105,9 +105,9 @@ def enforced_by(name: str, route: Route, cp: ControlPlaneConfig, sidecar: ExtAut
             missing.append("the sidecar's signing key")
     if spec.rate_limits and cp.rate_limit is None:
         missing.append("a rate-limit service")
-    if spec.rate_limits and spec.auth.required and cp.rate_limit is not None and cp.ext_authz is not None:
-        if cp.ext_authz.protocol == "http" and (http is None or http.rate_limit is None):
-            missing.append("the check's limiter")
+    on_the_check = cp.rate_limit is not None and cp.ext_authz is not None and cp.ext_authz.protocol == "http"
+    if spec.rate_limits and spec.auth.required and on_the_check and (http is None or http.rate_limit is None):
+        missing.append("the check's limiter")
     return missing
 
 

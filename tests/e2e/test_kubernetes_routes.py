@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,10 +20,12 @@ from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Load, wait_for
 from tests.harness.kubernetes import KubeAPIServer, KubectlError
 from tests.harness.netns import TestNetwork
+from tests.harness.route_repo import route_doc
 from tests.harness.upstream import EchoUpstream
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD = REPO_ROOT / "charts" / "gatehouse" / "crds" / "routes.gatehouse.io.yaml"
+REFERENCE_GRANT_CRD = REPO_ROOT / "charts" / "gatehouse" / "crds" / "gateway.networking.k8s.io_referencegrants.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +34,9 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
     server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"))
     try:
         server.kubectl("apply", "-f", str(CRD))
+        server.kubectl("apply", "--server-side", "-f", str(REFERENCE_GRANT_CRD))  # as the chart installs it
         server.wait_established("routes.gatehouse.io")
+        server.wait_established("referencegrants.gateway.networking.k8s.io")
         yield server
     finally:
         server.stop()
@@ -257,3 +263,96 @@ def test_one_leader_writes_status_and_a_standby_takes_over(tmp_path: Path, api: 
 
 def kube_status(plane: ControlPlaneProcess) -> dict[str, Any]:
     return next(s for s in plane.status()["sources"] if s["name"] == "kubernetes")
+
+
+def reference_grant(name: str, namespace: str, from_namespace: str, service: str | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1beta1",
+        "kind": "ReferenceGrant",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "from": [{"group": "gatehouse.io", "kind": "Route", "namespace": from_namespace}],
+            "to": [{"group": "", "kind": "Service", **({"name": service} if service else {})}],
+        },
+    }
+
+
+def test_cross_namespace_backends_need_a_reference_grant(tmp_path: Path, api: KubeAPIServer, namespace: str, addresses: list[str], test_network: TestNetwork) -> None:
+    """Issue 24, hole 9: a Route in one namespace ("evil") naming a Service in another
+    ("shop") is not served, and says why (ResolvedRefs=False), until shop holds a
+    ReferenceGrant; granting and revoking work without a restart; a same-namespace route
+    is unaffected. Grants from the cluster count for Git routes too; a grant written in
+    the Git repo does not open shop to the cluster's Routes."""
+    evil, shop = namespace, f"shop-{uuid.uuid4().hex[:8]}"
+    api.kubectl("create", "namespace", shop)
+    stack = make_stack(tmp_path, api, evil, addresses, test_network)
+    try:
+        a, b = stack.upstreams["svc-a"], stack.upstreams["svc-b"]
+        apply(
+            api,
+            service("orders", shop), endpoint_slice("orders-a", shop, "orders", a),
+            service("payments", shop), endpoint_slice("payments-a", shop, "payments", a),
+            service("local", evil), endpoint_slice("local-b", evil, "local", b),
+        )  # fmt: skip
+        to_orders = [{"service": "orders", "port": 8080, "namespace": shop}]
+        stack.commit_routes({
+            "git.yaml": [
+                route_doc("git-steal", {"match": {"pathPrefix": "/git-steal"}, "backends": to_orders}, namespace=evil),
+                reference_grant("repo-grant", shop, evil, "payments"),
+            ],
+        })  # fmt: skip
+        stack.start()
+        pid = stack.control_plane.process.pid if stack.control_plane.process else None
+        # In this order: one watch delivers them in order, so once /own is served the
+        # others have been judged too.
+        apply(
+            api,
+            route("steal", evil, {"match": {"pathPrefix": "/steal"}, "backends": to_orders}),
+            route("pay", evil, {"match": {"pathPrefix": "/pay"}, "backends": [{"service": "payments", "port": 8080, "namespace": shop}]}),
+            route("own", evil, {"match": {"pathPrefix": "/own"}, "backends": [{"service": "local", "port": 8080}]}),
+        )  # fmt: skip
+        wait_for(lambda: stack.get("/own").upstream == "svc-b", 10, "the same-namespace route served")
+        assert [stack.get(p).status for p in ("/steal", "/pay", "/git-steal")] == [404, 404, 404]
+
+        def refs(name: str) -> dict[str, Any]:
+            return conditions(api, namespace, name).get("ResolvedRefs", {})
+
+        wait_for(lambda: refs("steal").get("status") == "False" and refs("pay").get("status") == "False", 10, "ResolvedRefs=False")
+        steal = conditions(api, evil, "steal")
+        assert steal["ResolvedRefs"]["reason"] == "RefNotPermitted"
+        assert f"spec.backends[0]: Service {shop}/orders is in another namespace" in steal["ResolvedRefs"]["message"]
+        assert f"{shop} needs a ReferenceGrant from {{group: gatehouse.io, kind: Route, namespace: {evil}}}" in steal["ResolvedRefs"]["message"]
+        assert (steal["Programmed"]["status"], steal["Programmed"]["reason"]) == ("False", "NotServing")
+        assert steal["Accepted"]["status"] == "True"
+        assert refs("own")["status"] == "True"
+        # The repo's own grant (to payments) counts for the repo's routes only.
+        status = stack.control_plane.status()
+        assert {u["route"] for u in status["unresolved"]} == {f"{evil}/steal", f"{evil}/pay", f"{evil}/git-steal"}
+        shown = subprocess.run(
+            [sys.executable, "-m", "gatehouse", "status", "--admin", stack.control_plane.admin_url],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert f"route {evil}/steal (kubernetes:{evil}/steal" in shown.stdout and "NOT SERVED, ResolvedRefs=False" in shown.stdout, shown.stdout
+
+        with Load(stack.listener_port, ["/own"], workers=2) as load:
+            granted = time.monotonic()
+            apply(api, reference_grant("evil-to-orders", shop, evil, "orders"))
+            wait_for(lambda: stack.get("/steal").upstream == "svc-a", 10, "/steal served once granted", interval=0.005)
+            latency = time.monotonic() - granted  # from kubectl's start: an upper bound
+            stack.wait_upstream("/git-steal", "svc-a")  # a cluster grant counts for Git routes too
+            assert stack.get("/pay").status == 404, "the grant names orders only"
+            wait_for(lambda: refs("steal").get("status") == "True", 10, "ResolvedRefs=True")
+            wait_for(lambda: conditions(api, evil, "steal").get("Programmed", {}).get("status") == "True", 10, "Programmed=True")
+
+            api.kubectl("delete", "referencegrant", "evil-to-orders", "-n", shop)
+            revoked = time.monotonic()
+            wait_for(lambda: stack.get("/steal").status == 404, 10, "/steal no longer served once revoked", interval=0.005)
+            stopped = time.monotonic() - revoked
+            assert stack.get("/git-steal").status == 404
+            wait_for(lambda: refs("steal").get("status") == "False", 10, "ResolvedRefs=False again")
+        print(f"\ngrant → served: {latency * 1000:.0f} ms (kubectl included); grant deleted → 404: {stopped * 1000:.0f} ms")
+        assert stopped < 1.5, f"a revoked grant kept the route served for {stopped:.2f}s"
+        assert load.report.total > 50 and load.report.non_2xx == 0, load.report.failures[:5]
+        assert stack.control_plane.process is not None and stack.control_plane.process.pid == pid and stack.control_plane.process.alive()
+    finally:
+        stack.stop()

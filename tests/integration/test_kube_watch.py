@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from control_plane.sources.kubernetes.api import api_client
+from control_plane.sources.kubernetes import watch as watch_module
 from control_plane.sources.kubernetes.watch import Changes, ResourceWatch
 from tests.harness.kubernetes import KubeAPIServer
 
@@ -93,5 +95,50 @@ async def test_watches_survive_an_api_server_restart_without_losing_objects(api:
         api.kubectl("apply", "-f", "-", input=service_yaml("after-restart"))
         await _collect(changes, lambda: any("default/after-restart" in c for c in changes), 60)
         assert watch.errors >= 1
+    finally:
+        watch.stop()
+
+
+REFERENCE_GRANT_CRD = Path(__file__).resolve().parents[2] / "charts" / "gatehouse" / "crds" / "gateway.networking.k8s.io_referencegrants.yaml"
+GRANT_YAML = """\
+apiVersion: gateway.networking.k8s.io/v1beta1
+kind: ReferenceGrant
+metadata: {name: evil-to-orders, namespace: default}
+spec:
+  from: [{group: gatehouse.io, kind: Route, namespace: evil}]
+  to: [{group: "", kind: Service, name: orders}]
+"""
+
+
+async def test_an_optional_resource_absent_is_an_empty_list_and_is_found_once_installed(
+    api: KubeAPIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ReferenceGrant CRD may be missing: the watch syncs with nothing (no grant, so no
+    cross-namespace backend), picks the CRD up once installed, and drops every grant when
+    the CRD goes."""
+    monkeypatch.setattr(watch_module, "ABSENT_RETRY", 0.5)
+    loop = asyncio.get_running_loop()
+    changes: list[Changes] = []
+    watch = ResourceWatch(
+        api_client(str(api.kubeconfig)), "/apis/gateway.networking.k8s.io/v1beta1/referencegrants", changes.append, loop,
+        name="referencegrants", optional=True,
+    )  # fmt: skip
+    watch.start()
+    try:
+        await _collect(changes, lambda: watch.synced.is_set() and changes, 30)
+        assert changes == [{}] and watch.absent and watch.errors == 0, "404 is an empty list, not an error"
+
+        api.kubectl("apply", "--server-side", "-f", str(REFERENCE_GRANT_CRD))
+        api.wait_established("referencegrants.gateway.networking.k8s.io")
+        api.kubectl("apply", "-f", "-", input=GRANT_YAML)
+        await _collect(changes, lambda: any("default/evil-to-orders" in batch for batch in changes), 30)
+        assert not watch.absent
+        [stored] = [batch["default/evil-to-orders"] for batch in changes if "default/evil-to-orders" in batch]
+        assert stored is not None and stored["spec"]["to"] == [{"group": "", "kind": "Service", "name": "orders"}]
+
+        api.kubectl("delete", "crd", "referencegrants.gateway.networking.k8s.io", "--wait=true")
+        # Its objects are deleted with it (a DELETED event, or the absent relist), then the API goes.
+        await _collect(changes, lambda: changes[-1].get("default/evil-to-orders", "missing") is None, 60)
+        await _collect(changes, lambda: watch.absent, 30)
     finally:
         watch.stop()

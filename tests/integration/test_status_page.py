@@ -99,9 +99,10 @@ def test_status_page_shows_a_nack_with_its_route_and_clears_it_after_the_fix(
             name, kind, serving, routes, last_sync, _details, problems = page["sources"]["routes"]
             assert (name, kind, serving, routes, problems) == ("routes", "git", first[:12], "1", "ok")
             assert last_sync.endswith("s ago"), last_sync
-            route, origin, accepted, programmed = page["routes"]["default/a"]
+            route, origin, accepted, programmed, resolved = page["routes"]["default/a"]
             assert origin.startswith("git:routes/a.yaml:1@" + first[:12]) and accepted.startswith("True")
             assert programmed.startswith("True") and "Programmed" in programmed
+            assert resolved.startswith("True") and "ResolvedRefs" in resolved
             assert page["nacks"] == []
             node, cluster, _protocol, subscribed, acked, _connected, state = page["services"]["ratelimit-0"]
             assert (node, subscribed, state) == ("ratelimit-0", "RLS", "in sync") and acked.startswith("RLS ")
@@ -178,3 +179,25 @@ def test_markup_in_file_names_nack_messages_and_rejected_names_shows_as_text(bro
         # The page keeps refreshing: its script ran under the CSP and nothing broke it.
         updates = page["updates"]
         wait_page(browser, lambda p: p["updates"] > updates + 1, "two more refreshes")
+
+
+def test_a_route_without_its_reference_grant_shows_resolved_refs_false(browser: Any, make_stack: StackFactory, tmp_path: Path) -> None:
+    """Issue 24, hole 9, on the page: the route left out for a missing grant has its row."""
+    stack = make_stack(upstreams=("svc-a",))
+    stack.commit_routes({
+        "a.yaml": [
+            route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND}),
+            route_doc("steal", {"match": {"pathPrefix": "/steal"}, "backends": [{"service": "svc-a", "port": 8080, "namespace": "shop"}]}, namespace="evil"),
+        ],
+    })  # fmt: skip
+    stack.start(wait_path="/a")
+    with screenshot_on_failure(browser, tmp_path):
+        browser.get(stack.control_plane.admin_url + "/?refresh=0.5")
+        page = wait_page(browser, lambda p: "evil/steal" in p["routes"], "the row of evil/steal")
+        _, origin, accepted, programmed, resolved = page["routes"]["evil/steal"]
+        assert origin.startswith("git:routes/a.yaml:") and accepted.startswith("True")
+        assert programmed.startswith("False") and "NotServing" in programmed
+        assert resolved.startswith("False") and "RefNotPermitted" in resolved
+        assert "spec.backends[0]: Service shop/svc-a is in another namespace" in resolved
+        assert page["route_order"][0] == "evil/steal", "problems first"
+        assert page["routes"]["default/a"][4].startswith("True")

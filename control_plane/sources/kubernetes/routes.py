@@ -39,7 +39,7 @@ class ObjectState:
     """The version that serves: this generation if valid, else the last good one."""
 
 
-def _document(obj: Object) -> dict[str, Any]:
+def object_document(obj: Object) -> dict[str, Any]:
     """The parts of a custom resource the schema judges; server-set metadata is not the user's."""
     meta = obj.get("metadata", {})
     return {
@@ -60,7 +60,7 @@ def parse_object(obj: Object) -> tuple[Route | None, list[Problem]]:
         created=str(meta.get("creationTimestamp", "")),
     )
     try:
-        return route_from_document(_document(obj), origin), []
+        return route_from_document(object_document(obj), origin), []
     except ValidationError as exc:
         return None, validation_problems(exc, f"route {key}", None)
     except ValueError as exc:

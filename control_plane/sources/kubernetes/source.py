@@ -1,9 +1,10 @@
 """Everything the control plane takes from, and writes back to, a Kubernetes cluster.
 
-Watches: Routes (all namespaces, or a list), Services and EndpointSlices. Writes: Route
-status, by the Lease holder only. Route changes go down the route path; Service and
-EndpointSlice changes go down the endpoint fast path (EDS only). Optionally it also
-syncs API-key Secrets and shares the route breakers' board (``share_breakers``).
+Watches: Routes (all namespaces, or a list), ReferenceGrants (all namespaces), Services
+and EndpointSlices. Writes: Route status, by the Lease holder only. Route changes go down
+the route path; Service and EndpointSlice changes go down the endpoint fast path (EDS
+only). Optionally it also syncs API-key Secrets and shares the route breakers' board
+(``share_breakers``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.types import ResourceType
 from control_plane.model.conflicts import Conflict
 from control_plane.model.crd import GROUP, PLURAL, VERSION
+from control_plane.model.references import Unresolved
 from control_plane.model.route import Route
 from control_plane.translator.pipeline import RouteProblem
 from control_plane.sources.base import PublishEndpoints, PublishRoutes
@@ -35,6 +37,7 @@ from control_plane.sources.kubernetes.api_key_secrets import SELECTOR, ApiKeySec
 from control_plane.sources.kubernetes.breaker_board import SharedBreakerBoard
 from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
 from control_plane.sources.kubernetes.leader import LeaderElector
+from control_plane.sources.kubernetes.reference_grants import WATCH_NAME, KubernetesReferenceGrants, resolved_refs
 from control_plane.sources.kubernetes.routes import SOURCE, KubernetesRouteSource, ObjectState
 from control_plane.sources.kubernetes.status import Condition, DesiredStatus, StatusWriter
 from control_plane.sources.kubernetes.watch import Changes, ResourceWatch
@@ -80,6 +83,8 @@ class KubernetesSource:
         self._writer: StatusWriter | None = None
         self._conflicts: dict[str, Conflict] = {}
         self._problems: dict[str, RouteProblem] = {}
+        self.reference_grants = KubernetesReferenceGrants()
+        self._unresolved: dict[str, Unresolved] = {}
         self._programmed: dict[str, tuple[Route, Condition]] = {}
         self._last_acked = ""
         self.api_keys: ApiKeySecrets | None = None
@@ -90,7 +95,7 @@ class KubernetesSource:
             if settings.namespaces
             else [f"/apis/{GROUP}/{VERSION}/{PLURAL}"]
         )
-        self._unlisted = {*self._route_paths, "services", "endpointslices"}
+        self._unlisted = {*self._route_paths, WATCH_NAME, "services", "endpointslices"}
         self.synced = asyncio.Event()
 
     @property
@@ -135,11 +140,13 @@ class KubernetesSource:
         loop = asyncio.get_running_loop()
         api = self._client()
         self.routes.attach(publish)
+        self.reference_grants.attach(publish)
         # One watch per namespace when a list is configured; the route source sees their union.
         watches = [
             ResourceWatch(api, path, self._first(path, self.routes.apply), loop, name=f"routes:{path}")
             for path in self._route_paths
         ]
+        watches.append(self.reference_grants.watch(api, loop, self._first))
         tasks = []
         if self._settings.write_status:
             self._leader = LeaderElector(
@@ -256,6 +263,7 @@ class KubernetesSource:
         if state is None or self._writer is None:
             return
         conflict = self._conflicts.get(key)
+        unresolved = self._unresolved.get(key)
         problem = self._problems.get(key)
         if problem is not None and problem.route is not state.serving:
             problem = None  # about an older version of the object
@@ -270,12 +278,12 @@ class KubernetesSource:
             accepted = Condition("Accepted", "True", "Accepted", "route is valid")
         programmed = PENDING
         record = self._programmed.get(key)
-        if conflict is not None or state.serving is None or refused:
+        if conflict is not None or unresolved is not None or state.serving is None or refused:
             programmed = Condition("Programmed", "False", "NotServing", "this route is not in the configuration sent to Envoy")
         elif record is not None and record[0] is state.serving:
             programmed = record[1]
-        conditions: tuple[Condition, ...] = (accepted, programmed)
-        if state.accepted and conflict is None and not refused:
+        conditions: tuple[Condition, ...] = (accepted, programmed, resolved_refs(unresolved))
+        if state.accepted and conflict is None and unresolved is None and not refused:
             conditions += (
                 Condition("Enforced", "False", problem.reason, problem.message)
                 if problem is not None
@@ -296,6 +304,16 @@ class KubernetesSource:
         fresh = {c.loser.origin.location: c for c in conflicts if c.loser.origin.source == SOURCE}
         changed = set(fresh) ^ set(self._conflicts) | {k for k in fresh if self._conflicts.get(k) != fresh[k]}
         self._conflicts = fresh
+        for key in changed:
+            self._refresh(key)
+
+    def report_unresolved(self, unresolved: Sequence[Unresolved]) -> None:
+        """After each merge: which Kubernetes routes a missing ReferenceGrant leaves out."""
+        fresh = {u.route.origin.location: u for u in unresolved if u.route.origin.source == SOURCE}
+        changed = set(fresh) ^ set(self._unresolved) | {k for k in fresh if self._unresolved.get(k) != fresh[k]}
+        for key in set(fresh) - set(self._unresolved):
+            self._programmed.pop(key, None)  # once granted, Programmed waits for Envoy's next ACK
+        self._unresolved = fresh
         for key in changed:
             self._refresh(key)
 
@@ -328,5 +346,7 @@ class KubernetesSource:
             "status_writes": self._writer.writes if self._writer else 0,
             "watches": {w.name: {"synced": w.synced.is_set(), "errors": w.errors, "relists": w.relists} for w in self._watches},
             "conflicts": {k: c.message for k, c in self._conflicts.items()} or None,
+            "unresolved": {k: u.message for k, u in self._unresolved.items()} or None,
+            "reference_grants": self.reference_grants.status(),
             **({"breaker_board": self.breaker_board.status()} if self.breaker_board is not None else {}),
         }

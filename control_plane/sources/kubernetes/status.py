@@ -1,4 +1,4 @@
-"""Route status, as the leader writes it: Accepted, Programmed and Enforced conditions.
+"""Route status, as the leader writes it: Accepted, Programmed, ResolvedRefs and Enforced conditions.
 
 - ``Accepted``: the object is valid, won any conflict, and asks for nothing this gateway
   cannot enforce (reasons ``Accepted``, ``Invalid``, ``Conflict``, ``Unenforceable``: the
@@ -9,6 +9,9 @@
 - ``Enforced``: on an accepted route, ``False`` (reason ``NotEnforced``) when it is served
   without something it asks for (``rateLimits`` under ``rateLimitsWithoutLimiter:
   serveUnlimited``; an ``errorRate`` breaker no tally reaches), loudly, with what and why.
+- ``ResolvedRefs``: every Service in another namespace the route names is permitted by a
+  ReferenceGrant (``ResolvedRefs``), or not (``RefNotPermitted``, naming the reference and
+  the grant it needs; the route is then not served: ``Programmed=False``/``NotServing``).
 
 Writes are idempotent merge patches of the status subresource, made only when the
 conditions differ from what this replica last wrote, in a worker thread with a timeout.

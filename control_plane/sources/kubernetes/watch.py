@@ -7,6 +7,9 @@
   away are not lost.
 - On any other failure it keeps what it has and retries with back-off: a lost API
   server never turns into "no objects".
+- An ``optional`` resource (a CRD the cluster may not have) answering 404 counts as an
+  empty list: the watch is synced, what it had is deleted, and it looks again every
+  ``ABSENT_RETRY`` seconds.
 
 The kubernetes client is synchronous; running it in its own thread keeps the event loop
 free. Changes are handed to the loop in batches through ``call_soon_threadsafe``.
@@ -37,6 +40,7 @@ READ_TIMEOUT = 90.0
 WATCH_SECONDS = 240
 LIST_PAGE = 500
 BACKOFF_MAX = 30.0
+ABSENT_RETRY = 5.0
 
 
 class Gone(Exception):
@@ -60,6 +64,7 @@ class ResourceWatch:
         name: str,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        optional: bool = False,
     ) -> None:
         self._api = api
         self._selector: list[tuple[str, Any]] = [
@@ -79,6 +84,9 @@ class ResourceWatch:
         """Set after the first successful list."""
         self.errors = 0
         self.relists = 0
+        self._optional = optional
+        self.absent = False
+        """An optional resource whose API answered 404 (not installed) the last time."""
 
     def start(self) -> None:
         self._thread.start()
@@ -109,9 +117,27 @@ class ResourceWatch:
             except (ReadTimeoutError, ProtocolError) as exc:
                 # A quiet watch that outlived the read timeout, or a dropped stream: resume.
                 log.debug("watch_reconnect", resource=self.name, reason=type(exc).__name__)
+            except ApiException as exc:
+                if self._optional and exc.status == 404:
+                    self._absent()
+                else:
+                    self._failed(exc, backoff)
+                    backoff = min(backoff * 2, BACKOFF_MAX)
             except Exception as exc:  # noqa: BLE001 - any failure: keep state, retry later
                 self._failed(exc, backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX)
+
+    def _absent(self) -> None:
+        """The resource's API is not installed: as good as an empty list, looked for again later."""
+        if not self.absent:
+            log.info("watch_resource_absent", resource=self.name, retry_in=ABSENT_RETRY)
+        self.absent = True
+        changes: Changes = {key: None for key in self._objects}
+        self._objects = {}
+        self._version = ""
+        self._deliver(changes, force=not self.synced.is_set())
+        self.synced.set()
+        self._stop.wait(ABSENT_RETRY)
 
     def _failed(self, exc: Exception, backoff: float) -> None:
         self.errors += 1
@@ -160,6 +186,7 @@ class ResourceWatch:
         self._objects = listed
         self._version = version
         self.relists += 1
+        self.absent = False
         self._deliver(changes, force=not self.synced.is_set())
         self.synced.set()
 

@@ -156,3 +156,18 @@ def test_the_document_runs_only_its_own_script_and_style_and_reads_data_only_as_
         assert sink not in SCRIPT, sink
     assert re.search(r"fetch\(path", SCRIPT) and '"status"' in SCRIPT and '"status/routes"' in SCRIPT
     assert HEADERS["X-Content-Type-Options"] == "nosniff" and HEADERS["Content-Type"].startswith("text/html")
+
+
+def test_a_route_left_out_for_a_missing_grant_is_resolved_refs_false_and_the_others_true() -> None:
+    from control_plane.model.references import ServiceReference, Unresolved
+
+    spec = RouteSpec.model_validate({"match": {"path": "/s"}, "backends": [{"service": "orders", "port": 80, "namespace": "shop"}]})
+    steal = Route("evil", "steal", spec, Origin("kubernetes", "evil/steal"))
+    left_out = Unresolved(steal, (ServiceReference("spec.backends[0]", "shop", "orders"),))
+    table = rows(model=(route("a"),), unresolved=[left_out], problems={"default/q": RouteProblem(route("q"), "Invalid", "why")}, rejected={"default/new": "bad"}, proxies=[envoy("gateway-0")])
+    assert table["evil/steal"]["resolvedRefs"] == {"status": "False", "reason": "RefNotPermitted", "message": left_out.message}
+    assert table["evil/steal"]["accepted"]["status"] == "True" and table["evil/steal"]["programmed"]["reason"] == "NotServing"
+    assert table["default/a"]["resolvedRefs"]["status"] == "True"
+    assert table["default/q"]["resolvedRefs"]["status"] == "True", "the translator quarantines routes whose references held"
+    assert table["default/new"]["resolvedRefs"]["status"] == "Unknown"
+    assert list(table)[-1] == "default/a", "problems first"

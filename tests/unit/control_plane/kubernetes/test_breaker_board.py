@@ -218,7 +218,7 @@ def test_the_kubernetes_source_is_synced_only_once_the_shared_board_has_been_rea
 
     source = KubernetesSource(KubernetesSettings(kubeconfig="unused", breaker_board=NAME, lease_namespace=NAMESPACE))
     assert source.share_breakers(BreakerBoard(), lambda: None) is True
-    for name in ("/apis/gatehouse.io/v1alpha1/routes", "services", "endpointslices"):
+    for name in ("/apis/gatehouse.io/v1alpha1/routes", "referencegrants", "services", "endpointslices"):
         source._first(name, lambda changes: None)({})
     assert not source.synced.is_set()
     source._first("breaker-board", lambda changes: None)({})

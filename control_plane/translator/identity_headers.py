@@ -1,6 +1,8 @@
 """Identity headers: client-sent copies of what ext_authz sets are removed, on every route.
 
-(The response cache's internal request headers, ``CACHE_HEADERS``, too.)
+(The response cache's internal request headers, ``CACHE_HEADERS``, and the query parameter
+its per-user entries are keyed by, ``CACHE_USER_QUERY``, too: a client naming a user there
+would read or plant that user's cached answers on any route of the same path.)
 
 ``header_mutation`` removes client-sent ``x-user-id``, ``x-user-role``, ``x-scope`` and ``x-consumer`` (any
 case, every copy) on every route, public or not, with or without ext_authz. Route-level
@@ -25,6 +27,9 @@ is removed here with the identity headers, on every route."""
 CACHE_HEADERS = ("x-gatehouse-cache-control",)
 """What a cached route tells its cluster's upstream filter (``response_cache``); a
 client's copy would set an answer's Cache-Control, so it is removed too."""
+CACHE_USER_QUERY = "x-gatehouse-cache-user"
+"""The query parameter keying a ``varyByUser`` cache entry (``response_cache``): only the
+route's own mutation, after the check verified the user, may set it."""
 HEADER_MUTATION_FILTER = "envoy.filters.http.header_mutation"
 
 
@@ -36,7 +41,10 @@ def identity_header_filter(settings: GatewaySettings | None = None) -> dict[str,
         "name": HEADER_MUTATION_FILTER,
         "typed_config": {
             "@type": HEADER_MUTATION_TYPE,
-            "mutations": {"request_mutations": [{"remove": name} for name in names]},
+            "mutations": {
+                "request_mutations": [{"remove": name} for name in names],
+                "query_parameter_mutations": [{"remove": CACHE_USER_QUERY}],
+            },
         },
     }
 

@@ -40,6 +40,9 @@ def http_connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         "merge_slashes": True,
         "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
         "strip_any_host_port": True,
+        # `api.example.com.` is api.example.com (RFC 1034's absolute name): without this it
+        # matched no named host and fell to a host-less route, past the host's own auth.
+        "strip_trailing_host_dot": True,
         # A caller's x-request-id is kept for correlation; Envoy generates one when absent,
         # sends it upstream, and returns it on every response (local replies too).
         "preserve_external_request_id": True,

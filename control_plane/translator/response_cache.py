@@ -29,8 +29,9 @@ segfault on the first such answer, checked), so no Vary is allowed and an answer
 upstream sends ``Vary`` is passed through, never kept. So for ``varyByUser``, after
 ext_authz has verified the token and set ``x-user-id``, ``CacheRequest`` also:
 
-- puts the verified user id into the query as ``USER_QUERY`` (a client's copy removed
-  first), so each user's answers are their own entries;
+- puts the verified user id into the query as ``USER_QUERY`` (a client's copy was removed
+  on every route at the start of the chain, ``identity_headers``), so each user's answers
+  are their own entries and no other route's request can name them;
 - removes ``Authorization`` (already verified; the upstream gets the identity headers),
   so the cache may serve and store the request;
 
@@ -51,7 +52,7 @@ from typing import Any
 from control_plane.model.route import Route
 from control_plane.model.schema import REQUEST_TIMEOUT_MS
 from control_plane.translator.feature import HttpFeature
-from control_plane.translator.identity_headers import CACHE_HEADERS, ROUTE_HEADER, USER_ID_HEADER
+from control_plane.translator.identity_headers import CACHE_HEADERS, CACHE_USER_QUERY, ROUTE_HEADER, USER_ID_HEADER
 from control_plane.translator.local_replies import USER_REQUIRED_POLICY
 from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.settings import GatewaySettings
@@ -69,8 +70,10 @@ CACHE_TTL_FILTER = "gatehouse.cache_ttl"
 CACHE_USER_FILTER = "gatehouse.cache_user"
 RBAC_TYPE = "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC"
 RBAC_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBACPerRoute"
-USER_QUERY = "x-gatehouse-cache-user"
-"""The query parameter keying a ``varyByUser`` entry; never reaches the upstream."""
+USER_QUERY = CACHE_USER_QUERY
+"""The query parameter keying a ``varyByUser`` entry; never reaches the upstream. A client's
+copy is removed on every route, first thing (``identity_headers``), so no request but the
+verified user's own names that user's entries."""
 (TTL_HEADER,) = CACHE_HEADERS
 MAX_BODY_BYTES = 1 << 20
 """Larger answers are passed through, not kept: the cache is each Envoy's memory."""

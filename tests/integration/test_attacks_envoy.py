@@ -1,0 +1,115 @@
+"""What a hostile client or tenant tried, through real Envoy (issue 24): one test per hole,
+named for it. Each failed before its fix (the note of the issue says which commit).
+
+Holes 5 (validation bypasses) and 7 (the admin port) have their own files
+(test_request_validation_envoy.py, test_admin_guard.py); 9 (cross-namespace backends) is in
+test_reference_grants_git.py and tests/e2e/test_kubernetes_routes.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import wait_for
+from tests.harness.issuer import TestIssuer
+from tests.harness.route_repo import route_doc
+from tests.integration.conftest import StackFactory, ext_authz_entry
+from tests.integration.test_route_shields_envoy import served
+
+
+class Gateway:
+    """A stack with the lean HTTP check and a test issuer: ``start(routes)``."""
+
+    def __init__(self, make_stack: StackFactory, tmp_path: Path, upstreams: tuple[str, ...] = ("svc-a", "svc-b")) -> None:
+        self.issuer = TestIssuer()
+        jwks = str(self.issuer.write_jwks(tmp_path / "jwks.json"))
+        self.authz = ExtAuthzProcess(
+            tmp_path / "authz",
+            {"issuers": [{"issuer": self.issuer.issuer, "audiences": [self.issuer.audience], "jwksFile": jwks,
+                          "requiredClaims": ["exp"]}]},
+            transport="http",
+        )
+        self.stack: GatewayStack = make_stack(upstreams=upstreams, control_plane_extra={"extAuthz": ext_authz_entry([self.authz])})
+
+    def start(self, routes: list[dict[str, Any]], wait_path: str) -> GatewayStack:
+        self.stack.commit_routes({"r.yaml": routes})
+        self.stack.start()
+        self.authz.use_control_plane(self.stack.control_plane.xds_port)
+        self.authz.start()
+        wait_for(lambda: self.stack.get(wait_path).status == 200, 20, f"{wait_path} served")
+        return self.stack
+
+    def bearer(self, sub: str, **claims: Any) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.issuer.token(sub, **claims)}"}
+
+    def stop(self) -> None:
+        self.authz.stop()
+
+
+@pytest.fixture
+def gateway(make_stack: StackFactory, tmp_path: Path) -> Iterator[Gateway]:
+    made = Gateway(make_stack, tmp_path)
+    try:
+        yield made
+    finally:
+        made.stop()
+
+
+def test_1_cache_key_a_client_names_another_users_entry(gateway: Gateway) -> None:
+    """A public cached route and a varyByUser route on the same path: an anonymous client
+    naming alice in the cache's query parameter got alice's entry, and could plant one."""
+    anonymous = {"name": "authorization", "present": True, "invert": True}
+    stack = gateway.start([
+        route_doc("profile-public", {"match": {"pathPrefix": "/profile", "headers": [anonymous]},
+                                     "backends": [{"service": "svc-a", "port": 8080}], "auth": {"required": False},
+                                     "cache": {"ttl": "60s"}}),
+        route_doc("profile", {"match": {"pathPrefix": "/profile"}, "backends": [{"service": "svc-a", "port": 8080}],
+                              "cache": {"ttl": "60s", "varyByUser": True}}),
+    ], wait_path="/profile/ready")
+    alice, bob = gateway.bearer("alice"), gateway.bearer("bob")
+    upstream = stack.upstreams["svc-a"]
+
+    mine = stack.get("/profile/me?x=1", headers=alice)
+    assert mine.status == 200 and mine.json()["headers"]["x-user-id"] == "alice"
+    assert "age" in stack.get("/profile/me?x=1", headers=alice).headers, "alice's entry is cached"
+
+    # Reading alice's entry: every spelling of the parameter an anonymous client may send.
+    for query in ("x=1&x-gatehouse-cache-user=alice", "x-gatehouse-cache-user=alice&x=1",
+                  "x=1&x-gatehouse-cache-user=alice&x-gatehouse-cache-user=alice"):
+        stolen = stack.get(f"/profile/me?{query}")
+        assert stolen.status == 200
+        assert "x-user-id" not in stolen.json()["headers"], f"?{query} read alice's cached answer"
+        assert "x-gatehouse-cache-user" not in stolen.json()["path"], "the parameter never reaches the upstream"
+
+    # Planting: an anonymous answer stored under bob's key, then served to bob.
+    before = served(upstream)
+    planted = stack.get("/profile/feed?y=2&x-gatehouse-cache-user=bob")
+    assert planted.status == 200
+    theirs = stack.get("/profile/feed?y=2", headers=bob)
+    assert theirs.status == 200 and "age" not in theirs.headers, "bob got an entry an anonymous client planted"
+    assert theirs.json()["headers"]["x-user-id"] == "bob"
+    assert served(upstream) - before == 2
+
+
+def test_4_trailing_dot_host_skips_the_hosts_authenticated_route(gateway: Gateway) -> None:
+    """`Host: api.example.com.` (and with a port, any case) matched no named host and got the
+    host-less public route, past api.example.com's authentication."""
+    stack = gateway.start([
+        route_doc("secure", {"hosts": ["api.example.com"], "match": {"pathPrefix": "/data"},
+                             "backends": [{"service": "svc-a", "port": 8080}]}),
+        route_doc("open", {"match": {"pathPrefix": "/"}, "backends": [{"service": "svc-b", "port": 8080}],
+                           "auth": {"required": False}}),
+    ], wait_path="/data/ready")
+    port = stack.listener_port
+    assert stack.get("/data/x", headers={"host": "api.example.com"}).status == 401
+    for host in ("api.example.com.", f"api.example.com.:{port}", "API.Example.COM.", f"API.EXAMPLE.COM:{port}"):
+        reply = stack.get("/data/x", headers={"host": host})
+        assert reply.status == 401, f"Host: {host} reached {reply.upstream} without a token"
+    assert stack.get("/data/x", headers={"host": "api.example.com.", **gateway.bearer("alice")}).upstream == "svc-a"
+    assert stack.get("/data/x", headers={"host": "other.example.com"}).upstream == "svc-b"

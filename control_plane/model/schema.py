@@ -13,6 +13,14 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
+from servicekit.check_contract import (
+    ENVOY_PREFIX,
+    IDENTITY_HEADERS,
+    INTERNAL_PREFIX,
+    VOUCHED_HEADERS,
+    reserved_for_routes,
+    unmatchable,
+)
 from servicekit.durations import Duration, Millis, Rate, human_duration_ms
 from servicekit.model import Model
 from control_plane.model.paths import MAX_VARIABLES, check_re2, parse_path
@@ -81,6 +89,40 @@ def _settable_header(value: str) -> str:
     return value
 
 
+def _cel_list(names: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{name}'" for name in names) + "]"
+
+
+_RESERVED_CEL = (
+    f"!({{k}} in {_cel_list(VOUCHED_HEADERS)}) && !{{k}}.startsWith('{INTERNAL_PREFIX}') && !{{k}}.startsWith('{ENVOY_PREFIX}')"
+)
+"""The CEL form of ``check_contract.reserved_for_routes``, for a name ``{k}``."""
+_RESERVED_MESSAGE = (
+    f"headers.request: {', '.join(VOUCHED_HEADERS)}, {INTERNAL_PREFIX}* and {ENVOY_PREFIX}* are the gateway's; "
+    "a route may not set or remove them"
+)
+_UNMATCHABLE_MESSAGE = (
+    f"match.headers: {', '.join(IDENTITY_HEADERS)} and {INTERNAL_PREFIX}* cannot select a route: "
+    "a route is chosen before the client's copy is removed"
+)
+
+
+def _request_header(value: str) -> str:
+    _header_name(value)
+    reason = reserved_for_routes(value)
+    if reason is not None:
+        raise ValueError(reason)
+    return value
+
+
+def _matchable_header(value: str) -> str:
+    _header_name(value)
+    reason = unmatchable(value)
+    if reason is not None:
+        raise ValueError(reason)
+    return value
+
+
 def _header_value(value: str) -> str:
     if any(ch in value for ch in "\r\n\x00"):
         raise ValueError("header values must not contain CR, LF or NUL")
@@ -132,6 +174,9 @@ HostName = Annotated[
 _HEADER_SCHEMA = WithJsonSchema({"type": "string", "maxLength": 256, "pattern": _HEADER_NAME.pattern})
 HeaderName = Annotated[str, AfterValidator(_header_name), _HEADER_SCHEMA]
 SettableHeaderName = Annotated[str, AfterValidator(_settable_header), _HEADER_SCHEMA]
+RequestHeaderName = Annotated[str, AfterValidator(_request_header), _HEADER_SCHEMA]
+"""A request header a route may set or remove: not one the gateway vouches for."""
+MatchableHeaderName = Annotated[str, AfterValidator(_matchable_header), _HEADER_SCHEMA]
 HeaderValue = Annotated[str, AfterValidator(_header_value)]
 Regex = Annotated[str, AfterValidator(_regex)]
 
@@ -162,9 +207,12 @@ ObjectName = Annotated[
 class HeaderMatch(Model):
     """One request-header condition; exactly one of exact/prefix/regex/present."""
 
-    model_config = cel((_one_of("exact", "prefix", "regex", "present"), "set exactly one of exact, prefix, regex, present"))
+    model_config = cel(
+        (_one_of("exact", "prefix", "regex", "present"), "set exactly one of exact, prefix, regex, present"),
+        (f"!(self.name in {_cel_list(IDENTITY_HEADERS)}) && !self.name.startsWith('{INTERNAL_PREFIX}')", _UNMATCHABLE_MESSAGE),
+    )
 
-    name: HeaderName
+    name: MatchableHeaderName
     exact: HeaderValue | None = None
     prefix: HeaderValue | None = None
     regex: Regex | None = None
@@ -231,17 +279,36 @@ class Rewrite(Model):
 
 
 class HeaderOps(Model):
+    """Response headers to set and remove."""
+
     set: dict[SettableHeaderName, HeaderValue] = Field(default_factory=dict, max_length=64)
     remove: Annotated[list[SettableHeaderName], AfterValidator(_unique), Field(max_length=64)] = []
+
+
+class RequestHeaderOps(Model):
+    """Request headers to set and remove before the request goes upstream; never one the
+    gateway vouches for (identity, authorization, host, x-forwarded-for, its own)."""
+
+    model_config = cel(
+        (
+            f"(!has(self.set) || self.set.all(k, {_RESERVED_CEL.format(k='k')}))"
+            f" && (!has(self.remove) || self.remove.all(k, {_RESERVED_CEL.format(k='k')}))",
+            _RESERVED_MESSAGE,
+        ),
+    )
+
+    set: dict[RequestHeaderName, HeaderValue] = Field(default_factory=dict, max_length=64)
+    remove: Annotated[list[RequestHeaderName], AfterValidator(_unique), Field(max_length=64)] = []
 
 
 # Defaults are shared frozen instances: pydantic would deep-copy a model default for
 # every route, which was a fifth of the cost of loading 10,000 routes.
 _NO_HEADER_OPS = HeaderOps()
+_NO_REQUEST_HEADER_OPS = RequestHeaderOps()
 
 
 class HeaderRules(Model):
-    request: HeaderOps = Field(default_factory=lambda: _NO_HEADER_OPS)
+    request: RequestHeaderOps = Field(default_factory=lambda: _NO_REQUEST_HEADER_OPS)
     response: HeaderOps = Field(default_factory=lambda: _NO_HEADER_OPS)
 
 

@@ -61,6 +61,9 @@ def apply(api: KubeAPIServer, *docs: dict[str, Any]) -> None:
 
 
 def route(name: str, namespace: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """A Route; public unless ``spec`` says otherwise (these stacks have no ext_authz, and a
+    route asking for a token would be refused)."""
+    spec = {"auth": {"required": False}, **spec}
     return {"apiVersion": "gatehouse.io/v1alpha1", "kind": "Route", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
@@ -161,6 +164,19 @@ def test_cel_refuses_and_invalid_routes_are_not_accepted_while_others_serve(tmp_
         with pytest.raises(KubectlError) as refused:
             apply(api, route("slow", namespace, {"match": {"path": "/s"}, "backends": [{"service": "orders", "port": 8080}], "timeouts": {"request": "1s", "perTry": "3s"}}))
         assert "perTry must not exceed request" in refused.value.stderr
+        # A route can neither forge an identity for its upstream nor be selected by one a client sends.
+        with pytest.raises(KubectlError) as refused:
+            apply(api, route("forge", namespace, {"match": {"path": "/f"}, "backends": [{"service": "orders", "port": 8080}],
+                                                  "headers": {"request": {"set": {"x-user-id": "alice"}}}}))
+        assert "a route may not set or remove them" in refused.value.stderr
+        with pytest.raises(KubectlError) as refused:
+            apply(api, route("strip", namespace, {"match": {"path": "/f"}, "backends": [{"service": "orders", "port": 8080}],
+                                                  "headers": {"request": {"remove": ["x-gatehouse-route"]}}}))
+        assert "a route may not set or remove them" in refused.value.stderr
+        with pytest.raises(KubectlError) as refused:
+            apply(api, route("admins", namespace, {"match": {"path": "/f", "headers": [{"name": "x-user-role", "exact": "admin"}]},
+                                                   "backends": [{"service": "orders", "port": 8080}]}))
+        assert "cannot select a route" in refused.value.stderr
 
         # Valid for the API server's schema, wrong for Gatehouse: Accepted=False, others keep serving.
         apply(api, route("broken", namespace, {"match": {"path": "/orders/{id"}, "backends": [{"service": "orders", "port": 8080}]}))

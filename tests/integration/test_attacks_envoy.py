@@ -8,6 +8,7 @@ test_reference_grants_git.py and tests/e2e/test_kubernetes_routes.py.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,56 @@ def test_4_trailing_dot_host_skips_the_hosts_authenticated_route(gateway: Gatewa
         assert reply.status == 401, f"Host: {host} reached {reply.upstream} without a token"
     assert stack.get("/data/x", headers={"host": "api.example.com.", **gateway.bearer("alice")}).upstream == "svc-a"
     assert stack.get("/data/x", headers={"host": "other.example.com"}).upstream == "svc-b"
+
+
+def judged(stack: GatewayStack, commit: str) -> bool:
+    """The Git source has applied ``commit`` or refused it."""
+    source = stack.control_plane.status()["sources"][0]
+    return bool(source["serving"] == commit or (source["latest"] == commit and source["rejected"]))
+
+
+def test_2_route_forges_identity_for_its_upstream(make_stack: StackFactory) -> None:
+    """`headers.request.set: {x-user-id: alice, x-scope: ...}` on a public route sent that
+    identity upstream with no token; `remove` stripped a verified one. Refused now: the
+    commit is reported with file, field and reason, and the last good one stays live."""
+    stack = make_stack(upstreams=("svc-a",))
+    public = route_doc("public", {"match": {"pathPrefix": "/public"}, "backends": [{"service": "svc-a", "port": 8080}],
+                                  "auth": {"required": False}})
+    stack.commit_routes({"r.yaml": [public]})
+    stack.start(wait_path="/public/x")
+    for headers in ({"set": {"x-user-id": "alice", "x-scope": "orders:read orders:write"}}, {"remove": ["x-user-id"]},
+                    {"set": {"authorization": "Bearer minted"}}, {"set": {"x-gatehouse-route": "shop/admin"}}):
+        forging = route_doc("public", {**public["spec"], "headers": {"request": headers}})
+        commit = stack.commit_routes({"r.yaml": [forging]})
+        wait_for(lambda: judged(stack, commit), 10, "the commit applied or refused")
+        deadline = time.monotonic() + 1.0  # long enough for Envoy to get a commit that was applied
+        while time.monotonic() < deadline:
+            seen = stack.get("/public/x").json()["headers"]
+            assert "x-user-id" not in seen and "x-scope" not in seen, f"{headers} forged an identity upstream"
+            assert seen.get("authorization") != "Bearer minted" and "x-gatehouse-route" not in seen, headers
+        rejected = stack.control_plane.status()["sources"][0]["rejected"]
+        assert rejected is not None and "spec.headers.request" in str(rejected), rejected
+    # A client's own copies never pass either.
+    forged = stack.get("/public/x", headers={"x-user-id": "alice", "X-Scope": "admin"}).json()["headers"]
+    assert "x-user-id" not in forged and "x-scope" not in forged
+
+
+def test_3_client_identity_header_selects_a_route(make_stack: StackFactory) -> None:
+    """`match.headers: [{name: x-user-role, exact: admin}]` was chosen by any client sending
+    `x-user-role: admin`, token or not. Refused now: the route is never configured."""
+    stack = make_stack(upstreams=("svc-a", "svc-b"))
+    ordinary = route_doc("reports", {"match": {"pathPrefix": "/reports"}, "backends": [{"service": "svc-a", "port": 8080}],
+                                     "auth": {"required": False}})
+    admin = route_doc("reports-admin", {"match": {"pathPrefix": "/reports", "headers": [{"name": "x-user-role", "exact": "admin"}]},
+                                        "backends": [{"service": "svc-b", "port": 8080}], "auth": {"required": False}})
+    stack.commit_routes({"r.yaml": [ordinary]})
+    stack.start(wait_path="/reports/q3")
+    commit = stack.commit_routes({"r.yaml": [ordinary], "admin.yaml": [admin]})
+    wait_for(lambda: judged(stack, commit), 10, "the commit applied or refused")
+    deadline = time.monotonic() + 1.0  # long enough for Envoy to get a commit that was applied
+    while time.monotonic() < deadline:
+        for role in ("admin", "Admin", "ADMIN"):
+            reply = stack.get("/reports/q3", headers={"x-user-role": role})
+            assert reply.upstream == "svc-a", f"x-user-role: {role} selected the admin route"
+    rejected = str(stack.control_plane.status()["sources"][0]["rejected"])
+    assert "admin.yaml" in rejected and "spec.match.headers[0].name" in rejected and "x-user-role is an identity header" in rejected

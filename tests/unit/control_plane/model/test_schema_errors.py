@@ -269,11 +269,35 @@ CASES: dict[str, tuple[str, Expected]] = {
     ),
     "setting host": (
         route("  headers:", "    request: {set: {host: evil.example.com}}"),
-        (f"{FILE}:8: spec.headers.request.set.host", "'host' cannot be set with headers; it is the routing key"),
+        (f"{FILE}:8: spec.headers.request.set.host", "host is what the gateway vouches for to the upstream; a route cannot change it"),
     ),
     "removing host": (
         route("  headers:", "    request: {remove: [host]}"),
-        f"{FILE}:8: spec.headers.request.remove[0]: 'host' cannot be set with headers",
+        f"{FILE}:8: spec.headers.request.remove[0]: host is what the gateway vouches for",
+    ),
+    "setting an identity header": (
+        route("  headers:", "    request: {set: {x-user-id: alice}}"),
+        f"{FILE}:8: spec.headers.request.set.x-user-id (the key): x-user-id is an identity header: only the authorization check sets it",
+    ),
+    "removing a verified identity": (
+        route("  headers:", "    request: {remove: [x-scope]}"),
+        f"{FILE}:8: spec.headers.request.remove[0]: x-scope is an identity header",
+    ),
+    "setting authorization": (
+        route("  headers:", "    request: {set: {authorization: Bearer x}}"),
+        f"{FILE}:8: spec.headers.request.set.authorization (the key): authorization is what the gateway vouches for",
+    ),
+    "setting an internal header": (
+        route("  headers:", "    request: {set: {x-gatehouse-route: shop/admin}}"),
+        f"{FILE}:8: spec.headers.request.set.x-gatehouse-route (the key): x-gatehouse-route is internal to the gateway",
+    ),
+    "forging the client address": (
+        route("  headers:", "    request: {set: {x-forwarded-for: 10.0.0.1}}"),
+        f"{FILE}:8: spec.headers.request.set.x-forwarded-for (the key): x-forwarded-for is what the gateway vouches for",
+    ),
+    "matching on an identity header": (
+        matching("{path: /a, headers: [{name: x-user-role, exact: admin}]}"),
+        f"{FILE}:5: spec.match.headers[0].name: x-user-role is an identity header, and a route is chosen before the client's copy is removed",
     ),
     "uppercase header name to remove": (
         route("  headers:", "    response: {remove: [X-Internal-Trace-Id]}"),

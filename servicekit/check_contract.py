@@ -1,0 +1,45 @@
+"""What the gateway (Envoy, as the control plane configures it) and the authorization check
+agree on: the request headers only the check may write, and the ones reserved to Gatehouse.
+
+Both sides import these names; a route may neither set, remove nor match on them
+(``control_plane/model/schema.py``), and Envoy removes every client copy of the identity
+headers before any filter reads them (``control_plane/translator/identity_headers.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+IDENTITY_HEADERS: Final = ("x-user-id", "x-user-role", "x-scope", "x-consumer")
+"""Set only by the check, from a verified token's claims or an API key's consumer."""
+USER_ID_HEADER: Final = IDENTITY_HEADERS[0]
+INTERNAL_PREFIX: Final = "x-gatehouse-"
+"""Headers between Gatehouse's own parts (the route's name for the check, a waiting room's
+ticket, the cache's freshness): never a client's, never a route's."""
+VOUCHED_HEADERS: Final = (*IDENTITY_HEADERS, "authorization", "host", "x-forwarded-for")
+"""What the gateway vouches for to the upstream: who called (identity, the token it
+checked), where to (host, the routing key) and from where (the client address it
+appended). A route's header rules may not set or remove them."""
+ENVOY_PREFIX: Final = "x-envoy-"
+
+
+def reserved_for_routes(name: str) -> str | None:
+    """Why a route may not set or remove this request header (lower case), or None."""
+    if name in IDENTITY_HEADERS:
+        return f"{name} is an identity header: only the authorization check sets it, from a verified credential"
+    if name in VOUCHED_HEADERS:
+        return f"{name} is what the gateway vouches for to the upstream; a route cannot change it"
+    if name.startswith((INTERNAL_PREFIX, ENVOY_PREFIX)):
+        return f"{name} is internal to the gateway ({INTERNAL_PREFIX}*, {ENVOY_PREFIX}*)"
+    return None
+
+
+def unmatchable(name: str) -> str | None:
+    """Why a route may not match on this request header (lower case), or None: Envoy picks
+    the route before the identity filter removes a client's copy, so a condition on it
+    would be met by whatever the client sends."""
+    if name in IDENTITY_HEADERS:
+        return f"{name} is an identity header, and a route is chosen before the client's copy is removed"
+    if name.startswith(INTERNAL_PREFIX):
+        return f"{name} is internal to the gateway ({INTERNAL_PREFIX}*)"
+    return None

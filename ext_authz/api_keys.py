@@ -133,9 +133,5 @@ class ApiKeyCheck:
         return identity, KeyCaller(digest, consumer)
 
 
-def refuse_without_store(policies: list[policy_pb2.RoutePolicy]) -> None:
-    """ValueError (the route table is NACKed, the last one kept) when routes take API keys
-    and this ext_authz has no ``revocation:`` store to find them in."""
-    keyed = sorted(p.route for p in policies if p.HasField("auth") and p.auth.api_keys)
-    if keyed:
-        raise ValueError(f"routes {', '.join(keyed[:5])} take API keys, and ext_authz has no revocation: (the key store)")
+KEYS_WITHOUT_STORE = "takes API keys, and ext_authz has no revocation: (the key store)"
+"""Why a key route is refused by an ext_authz without a key store (the route alone)."""

@@ -57,7 +57,7 @@ import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ext_authz import metrics
-from ext_authz.api_keys import ApiKeyCheck, KeyRule, denial_for, key_rule, refuse_without_store
+from ext_authz.api_keys import KEYS_WITHOUT_STORE, ApiKeyCheck, KeyRule, denial_for, key_rule
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.tokens import VerifiedToken
 from ext_authz.errors import AuthzError, UnavailableError
@@ -69,7 +69,7 @@ from ext_authz.upstream_token import (
     SwapRule,
     UpstreamTokens,
     UpstreamTokenUnavailable,
-    swap_refusals,
+    swap_refusal,
     swap_rule,
     unavailable_parts,
 )
@@ -77,7 +77,7 @@ from ext_authz.service import MAX_LOGGED_REQUEST_ID, REQUEST_ID_HEADER, RESPONSE
 from limiter.config import Policies
 from limiter.engine import Limiter
 from limiter.model import LimitSpec
-from limiter.policies import PolicySource, descriptor_key, limit_spec
+from limiter.policies import PartlyApplied, PolicySource, descriptor_key, limit_spec
 from limiter.verdict import Verdict, decide, merge, rate_limit_headers, refund
 from servicekit.http1_server import Request, response
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -140,23 +140,49 @@ def route_check(policy: policy_pb2.RoutePolicy, compiler: Compiler | None = None
     )
 
 
+Refusal = Callable[[policy_pb2.RoutePolicy], "str | None"]
+"""Why this process cannot serve a route's policy (None: it can)."""
+
+
 class RouteTable:
-    """The routes whose checks come here: replaced whole on each policy update."""
+    """The routes whose checks come here: replaced whole on each policy update, but for the
+    routes this process refuses, which it answers 503 until their rules change (fail
+    closed: the rules they asked for are not enforced here)."""
 
     def __init__(self) -> None:
         self.routes: Mapping[str, RouteCheck] = {}
+        self.refused: Mapping[str, str] = {}
         self._compiler = Compiler()
 
-    def replace(self, policies: Iterable[policy_pb2.RoutePolicy]) -> None:
+    def replace(self, policies: Iterable[policy_pb2.RoutePolicy], refusal: Refusal | None = None) -> dict[str, str]:
+        """Take every policy ``refusal`` and compiling admit; the others are refused, each
+        with why (returned, and kept in ``refused``): one bad route costs that route only."""
         self._compiler.begin()
-        self.routes = {policy.route: route_check(policy, self._compiler) for policy in policies if policy.HasField("auth")}
+        routes: dict[str, RouteCheck] = {}
+        refused: dict[str, str] = {}
+        for policy in policies:
+            if not policy.HasField("auth"):
+                continue
+            why = refusal(policy) if refusal is not None else None
+            if why is None:
+                try:
+                    routes[policy.route] = route_check(policy, self._compiler)
+                    continue
+                except ValueError as exc:
+                    why = str(exc)
+            refused[policy.route] = why
         self._compiler.done()
+        self.routes, self.refused = routes, refused
+        return refused
 
 
 class RouteSubscription:
     """The table's feed (the control plane's ADS, type RoutePolicy) and the limiter the
-    checks decide with. A table this process cannot honour (limits, but no
-    ``http.rateLimit``; a limit the engine refuses) is NACKed and the last one kept."""
+    checks decide with. A route this process cannot honour (limits, but no
+    ``http.rateLimit``; a waiting room without its ticket key; API keys without a key
+    store; token swap it may not do; a limit or a rule the engine refuses) is refused
+    alone: the update is applied for every other route and NACKed naming it
+    (``PartlyApplied``), so the control plane reports it on that route's status."""
 
     def __init__(
         self,
@@ -183,22 +209,18 @@ class RouteSubscription:
         return self._source.synced.is_set()
 
     def _apply(self, policies: list[policy_pb2.RoutePolicy]) -> None:
-        if self.limiter is None:
-            limited = sorted(p.route for p in policies if p.HasField("auth") and p.limits)
-            if limited:
-                raise ValueError(f"routes {', '.join(limited[:5])} have rate limits for this call, and ext_authz has no http.rateLimit")
-        if not self._rooms:
-            rooms = sorted(p.route for p in policies if p.HasField("auth") and p.HasField("waiting_room"))
-            if rooms:
-                raise ValueError(
-                    f"routes {', '.join(rooms[:5])} have a waiting room, and ext_authz has no http.waitingRoom and http.rateLimit"
-                )
-        if not self._keys:
-            refuse_without_store(policies)
-        refused = swap_refusals(policies, self._upstream_tokens)
+        refused = self._table.replace(policies, self._refusal)
         if refused:
-            raise ValueError("auth.upstreamToken: " + "; ".join(refused[:5]))
-        self._table.replace(policies)
+            raise PartlyApplied(refused)
+
+    def _refusal(self, policy: policy_pb2.RoutePolicy) -> str | None:
+        if self.limiter is None and policy.limits:
+            return "has rate limits for this call, and ext_authz has no http.rateLimit"
+        if not self._rooms and policy.HasField("waiting_room"):
+            return "has a waiting room, and ext_authz has no http.waitingRoom (and http.rateLimit)"
+        if not self._keys and policy.auth.api_keys:
+            return KEYS_WITHOUT_STORE
+        return swap_refusal(policy, self._upstream_tokens)
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._source.run(), name="route-policies")
@@ -305,7 +327,7 @@ class HttpCheck:
         route_id = headers.get(ROUTE_HEADER, "")
         route = self._table.routes.get(route_id)
         if route is None:
-            return self._unknown_route(route_id, request_id)
+            return self._refused_route(route_id, request_id) if route_id in self._table.refused else self._unknown_route(route_id, request_id)
         first = await self._limits(route.before_auth, headers, None)
         if first is not None and first.denied:
             return self._too_many(first, request_id)
@@ -435,6 +457,14 @@ class HttpCheck:
         metrics.DECISIONS.labels("deny", "invalid_request").inc()
         log.info("request_invalid", route=route.route, location=invalid.location, field=invalid.field, rule=invalid.rule)
         return invalid.answer(request_id)
+
+    def _refused_route(self, route_id: str, request_id: str) -> bytes:
+        """A route whose rules this process refused (reported on the route's status through
+        the NACK): fail closed, never serve it with less than it asked for."""
+        error = UnavailableError("route_refused", "the authorization service cannot enforce this route's rules")
+        metrics.DECISIONS.labels("deny", error.reason).inc()
+        status, lines, body = denial_parts(error, request_id)
+        return response(status, lines, body)
 
     def _unknown_route(self, route_id: str, request_id: str) -> bytes:
         """Envoy named a route the table does not hold (yet): the control plane delivers

@@ -29,7 +29,7 @@ import asyncio
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import structlog
@@ -65,17 +65,16 @@ def swap_rule(policy: policy_pb2.RoutePolicy) -> SwapRule | None:
     return SwapRule(policy.upstream_token.audience, policy.upstream_token.exchange_url)
 
 
-def swap_refusals(policies: Iterable[policy_pb2.RoutePolicy], tokens: UpstreamTokens | None) -> list[str]:
-    """Why each swap route in a table cannot be served here (empty: all can)."""
-    found = []
-    for policy in policies:
-        rule = swap_rule(policy) if policy.HasField("auth") else None
-        if rule is None:
-            continue
-        reason = "ext_authz has no http.upstreamTokens" if tokens is None else tokens.refuses(rule)
-        if reason is not None:
-            found.append(f"{policy.route} {reason}")
-    return sorted(found)
+def swap_refusal(policy: policy_pb2.RoutePolicy, tokens: UpstreamTokens | None) -> str | None:
+    """Why this process will not serve the route's swap (None: it will, or it swaps nothing)."""
+    rule = swap_rule(policy)
+    if rule is None:
+        return None
+    if tokens is None:
+        return "auth.upstreamToken: ext_authz has no http.upstreamTokens"
+    namespace = policy.route.partition("/")[0]
+    reason = tokens.refuses(rule, namespace)
+    return None if reason is None else f"auth.upstreamToken: {reason}"
 
 
 class UpstreamTokenUnavailable(UnavailableError):
@@ -106,6 +105,31 @@ def _reuse_until(now: float, expires_at: float, client_expires_at: float) -> flo
     return expires_at - min(REUSE_MARGIN_SECONDS, lifetime * REUSE_MARGIN_FRACTION)
 
 
+@dataclass(frozen=True, slots=True)
+class SwapGrants:
+    """What routes may ask of token swap: the audiences by namespace (``*``: any) and the
+    exchange endpoints. The route's own fields are free text its author writes; this is
+    the operator's list, so a route cannot mint tokens for another service's audience nor
+    send clients' tokens to a URL of its choosing."""
+
+    audiences: Mapping[str, frozenset[str]]
+    endpoints: frozenset[str]
+
+    def refuses(self, rule: SwapRule, namespace: str) -> str | None:
+        allowed = self.audiences.get(namespace, frozenset()) | self.audiences.get("*", frozenset())
+        if rule.audience not in allowed:
+            return (
+                f"audience {rule.audience!r} is not one routes in namespace {namespace!r} may ask for "
+                f"(ext_authz http.upstreamTokens.audiences)"
+            )
+        if rule.exchange_url and rule.exchange_url not in self.endpoints:
+            return f"exchange url {rule.exchange_url[:200]!r} is not a listed endpoint (ext_authz http.upstreamTokens.exchange.endpoints)"
+        return None
+
+
+NO_GRANTS = SwapGrants({}, frozenset())
+
+
 class UpstreamTokens:
     def __init__(
         self,
@@ -114,9 +138,11 @@ class UpstreamTokens:
         exchange: TokenExchange | None,
         ttl: float,
         cache_size: int,
+        grants: SwapGrants = NO_GRANTS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.signer = signer
+        self.grants = grants
         self._exchange = exchange
         self._ttl = ttl
         self._size = cache_size
@@ -124,13 +150,14 @@ class UpstreamTokens:
         self._lines: dict[Key, tuple[bytes, float]] = {}
         self._inflight: dict[Key, asyncio.Future[tuple[bytes, float]]] = {}
 
-    def refuses(self, rule: SwapRule) -> str | None:
-        """Why this process cannot serve the rule (None if it can): a NACK's reason."""
+    def refuses(self, rule: SwapRule, namespace: str) -> str | None:
+        """Why this process will not serve the rule for a route in ``namespace`` (None if it
+        will): it may not, or it cannot."""
         if not rule.exchange_url and self.signer is None:
             return "needs a signed token and http.upstreamTokens has no keyFile"
         if rule.exchange_url and self._exchange is None:
             return "needs a token exchange and this process has no exchange client"
-        return None
+        return self.grants.refuses(rule, namespace)
 
     def cached(self, rule: SwapRule, token_hash: bytes) -> bytes | None:
         """The warm path: the line still fit for reuse, or None (then ``line``)."""

@@ -7,15 +7,26 @@
         keyId: gw-2026-12                      # the JWT header's kid; default: the key's RFC 7638 thumbprint
         ttl: 60s                               # the internal token's lifetime (never past the client token's exp)
         cacheSize: 10000                       # (client token, route audience) pairs kept
-        exchange: {timeout: 200ms}             # routes with upstreamToken.exchange: the RFC 8693 call
+        audiences:                             # what each namespace's routes may ask tokens for
+          legacy: [legacy-billing]             # routes in namespace legacy
+          "*": [reporting]                     # routes in any namespace
+        exchange:                              # routes with upstreamToken.exchange: the RFC 8693 call
+          timeout: 200ms
+          endpoints: [https://sts.internal/token]   # the only URLs routes may name
+          allowPlainHttp: false                # http:// endpoints (the client's token in clear): only if true
 
 Without ``keyFile`` only exchange routes can be served; a route that needs a signed token
-is then refused (the route table is NACKed), as is any swap route without this block.
+is then refused, as is a route asking for an audience its namespace is not given, or an
+exchange endpoint not listed, and any swap route without this block: that route alone
+(answered 503, and reported on its status), every other route keeps its rules. A route
+author must not be able to mint tokens for another service's audience, nor send clients'
+tokens to a URL of their choosing.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
@@ -31,6 +42,23 @@ class Exchange(Model):
     """The whole token-exchange call (connect, send, answer); past it the request gets 503.
     Keep it below the gateway's ``extAuthz.timeout`` (250 ms by default): past that, Envoy
     answers the check's generic 503 itself, whatever this call brings later."""
+    endpoints: Annotated[list[Annotated[str, Field(min_length=8, max_length=2048)]], Field(max_length=64)] = []
+    """The token-exchange URLs routes may name (exactly); none: no route may exchange."""
+    allow_plain_http: bool = False
+    """Allow ``http://`` endpoints: clients' tokens would cross the network in clear."""
+
+    @model_validator(mode="after")
+    def _endpoints(self) -> Exchange:
+        for index, url in enumerate(self.endpoints):
+            parts = urlsplit(url)
+            if parts.scheme not in ("https", "http") or not parts.hostname or parts.username or parts.password or parts.fragment:
+                raise ValueError(f"endpoints[{index}]: {url[:200]!r} is not an http(s) URL with a host, without credentials or #fragment")
+            if parts.scheme == "http" and not self.allow_plain_http:
+                raise ValueError(
+                    f"endpoints[{index}]: {url[:200]!r} is plain http: clients' tokens would cross the network in clear; "
+                    "use https, or set allowPlainHttp: true"
+                )
+        return self
 
 
 class UpstreamTokens(Model):
@@ -39,6 +67,11 @@ class UpstreamTokens(Model):
     key_id: Annotated[str, Field(pattern=r"^[A-Za-z0-9._:+=-]{1,128}$")] | None = None
     ttl: Duration = Millis(60_000)
     cache_size: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    audiences: dict[
+        Annotated[str, Field(pattern=r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$", max_length=63)],
+        Annotated[list[Annotated[str, Field(pattern=r"^\S+$", min_length=1, max_length=256)]], Field(max_length=256)],
+    ] = {}
+    """Namespace (``*``: any) → the audiences its routes may ask tokens for; none: no route may."""
     exchange: Exchange = Exchange()
 
     @model_validator(mode="after")

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from ext_authz.token_exchange import TokenExchange
 from ext_authz.upstream_signer import UpstreamSigner
-from ext_authz.upstream_token import UpstreamTokens
+from ext_authz.upstream_token import SwapGrants, UpstreamTokens
 from ext_authz.upstream_token_config import UpstreamTokens as UpstreamTokensConfig
 
 JWKS_PATH = "/.well-known/jwks.json"
@@ -29,11 +29,16 @@ def build_upstream_tokens(
     signer = None
     if config.key_file is not None:
         signer = UpstreamSigner.from_file(resolve(config.key_file), issuer=config.issuer, key_id=config.key_id)
+    grants = SwapGrants(
+        {namespace: frozenset(audiences) for namespace, audiences in config.audiences.items()},
+        frozenset(config.exchange.endpoints),
+    )
     return UpstreamTokens(
         signer=signer,
         exchange=TokenExchange(session, timeout=config.exchange.timeout.seconds),
         ttl=config.ttl.seconds,
         cache_size=config.cache_size,
+        grants=grants,
     )
 
 

@@ -4,8 +4,12 @@ The control plane serves one ``gatehouse.ratelimit.v1.RoutePolicy`` per route wi
 limits (and, for the HTTP authorization transport, per route that needs a token). This
 client subscribes to that type and hands every response's policies to ``on_update``,
 which builds its table and raises ValueError if it cannot use them; the response is then
-NACKed with the reason and the table it had keeps serving. A lost control plane keeps the
-last table; the stream reconnects with back-off.
+NACKed with the reason and the table it had keeps serving. An update that could use all
+but some routes applies the rest and raises ``PartlyApplied`` naming those routes: the
+response is NACKed with their reasons (so the control plane puts them on each route's
+status), while every other route's new rules serve, as Envoy applies the good listeners
+of an LDS update it NACKs. A lost control plane keeps the last table; the stream
+reconnects with back-off.
 """
 
 from __future__ import annotations
@@ -31,6 +35,16 @@ RATELIMIT_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_na
 
 Policies = Mapping[str, LimitSpec]
 """Limit id ("<route>#<index>") → its spec."""
+
+
+class PartlyApplied(ValueError):
+    """The update is live but for these routes (route id → why each was refused)."""
+
+    def __init__(self, refused: Mapping[str, str]) -> None:
+        self.refused = dict(refused)
+        shown = sorted(self.refused.items())
+        more = f" (and {len(shown) - 20} more)" if len(shown) > 20 else ""
+        super().__init__("; ".join(f"route {route}: {why}" for route, why in shown[:20]) + more)
 
 
 def limit_spec(limit: policy_pb2.Limit) -> LimitSpec:
@@ -111,6 +125,12 @@ class PolicySource:
                 try:
                     policies = [policy_pb2.RoutePolicy.FromString(r.value) for r in response.resources if r.type_url == RATELIMIT_URL]
                     self._on_update(policies)
+                except PartlyApplied as exc:
+                    # Live but for the named routes: NACKed for them, served for the rest.
+                    log.error("policies_partly_applied", version=response.version_info, refused=len(exc.refused), error=str(exc)[:2000])
+                    ack.version_info = self.version
+                    ack.error_detail.CopyFrom(status_pb2.Status(code=3, message=str(exc)))
+                    self.synced.set()
                 except (ValueError, TypeError, DecodeError) as exc:
                     log.error("policies_rejected", version=response.version_info, error=str(exc))
                     ack.version_info = self.version

@@ -167,3 +167,63 @@ def test_3_client_identity_header_selects_a_route(make_stack: StackFactory) -> N
             assert reply.upstream == "svc-a", f"x-user-role: {role} selected the admin route"
     rejected = str(stack.control_plane.status()["sources"][0]["rejected"])
     assert "admin.yaml" in rejected and "spec.match.headers[0].name" in rejected and "x-user-role is an identity header" in rejected
+
+
+def test_8_token_swap_mints_tokens_for_any_audience_and_posts_tokens_anywhere(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """`auth.upstreamToken.audience` was free text (a route author collected replayable
+    tokens for a victim service's audience) and `exchange.url` any URL (clients' tokens
+    POSTed to it). Now ext_authz's config lists what each namespace may ask for: anything
+    else refuses that route alone (503, reported on its status); the others keep serving."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from tests.harness.token_exchange import TokenExchangeServer
+
+    issuer = TestIssuer()
+    (tmp_path / "authz").mkdir(parents=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    (tmp_path / "authz" / "signing.pem").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    collector = TokenExchangeServer(expires_in=300).start()  # the attacker's "exchange endpoint"
+    authz = ExtAuthzProcess(
+        tmp_path / "authz",
+        {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": str(issuer.write_jwks(tmp_path / "jwks.json")),
+                      "requiredClaims": ["exp"]}]},
+        transport="http",
+    )
+    authz.config["http"]["upstreamTokens"] = {"issuer": "https://gateway.internal/", "keyFile": "signing.pem",
+                                              "audiences": {"billing": ["legacy-billing"]}}
+    stack = make_stack(upstreams=("svc-a",), control_plane_extra={"extAuthz": ext_authz_entry([authz])})
+    backend = [{"service": "svc-a", "port": 8080}]
+    stack.commit_routes({"r.yaml": [
+        route_doc("invoices", {"match": {"pathPrefix": "/invoices"}, "backends": backend,
+                               "auth": {"upstreamToken": {"audience": "legacy-billing"}}}, namespace="billing"),
+        route_doc("grab", {"match": {"pathPrefix": "/grab"}, "backends": backend,
+                           "auth": {"upstreamToken": {"audience": "legacy-billing"}}}, namespace="evil"),
+        route_doc("leak", {"match": {"pathPrefix": "/leak"}, "backends": backend,
+                           "auth": {"upstreamToken": {"audience": "legacy-billing", "exchange": {"url": collector.url}}}},
+                  namespace="billing"),
+        route_doc("orders", {"match": {"pathPrefix": "/orders"}, "backends": backend}, namespace="billing"),
+    ]})
+    try:
+        stack.start()
+        authz.use_control_plane(stack.control_plane.xds_port)
+        authz.start()
+        token = {"authorization": f"Bearer {issuer.token('alice')}"}
+        wait_for(lambda: stack.get("/invoices/1", headers=token).status == 200, 20, "the granted swap route served")
+        assert stack.get("/orders/1", headers=token).status == 200, "the other routes keep their rules"
+        for path in ("/grab/1", "/leak/1"):
+            refused = stack.get(path, headers=token)
+            assert refused.status == 503 and refused.json()["error"]["code"] == "authorization_unavailable", (path, refused.body)
+        assert collector.requests == [], "no client token was sent to an unlisted endpoint"
+        code, body = stack.control_plane._request("/status/routes")
+        rows = {row["route"]: row for row in __import__("json").loads(body)["routes"]}
+        grab = rows["evil/grab"]["programmed"]
+        assert grab["reason"] == "Rejected" and "audience 'legacy-billing' is not one routes in namespace 'evil' may ask for" in grab["message"]
+        assert "is not a listed endpoint" in rows["billing/leak"]["programmed"]["message"]
+        assert rows["billing/invoices"]["programmed"]["status"] == "True"
+    finally:
+        authz.stop()
+        collector.stop()

@@ -85,7 +85,10 @@ def swap_stack(make_stack: StackFactory, tmp_path: Path, *, fail_open: bool = Fa
     }
     authz = ExtAuthzProcess(tmp_path / "authz", config, transport="http")
     authz.config["http"]["upstreamTokens"] = {
-        "issuer": INTERNAL_ISSUER, "keyFile": "upstream-signing.pem", "ttl": f"{TTL}s", "exchange": {"timeout": "1s"},
+        "issuer": INTERNAL_ISSUER, "keyFile": "upstream-signing.pem", "ttl": f"{TTL}s",
+        "audiences": {"default": ["legacy-billing", "ledger"]},
+        # The test's exchange endpoint is plain http on loopback.
+        "exchange": {"timeout": "1s", "endpoints": [exchange.url], "allowPlainHttp": True},
     }
     stack = make_stack(control_plane_extra={"extAuthz": {**ext_authz_entry([authz]), "failOpen": fail_open}})
     stack.commit_routes({"routes.yaml": routes(exchange.url)})

@@ -23,6 +23,7 @@ from ext_authz.tickets import TicketSigner
 from ext_authz.waiting_room import MARKER_HEADER, TICKET_HEADER, WaitingRoomGate, cookie_name
 from limiter import Limiter
 from limiter.config import Policies
+from limiter.policies import PartlyApplied
 from limiter.waiting_room_store import WaitingRoomStore
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
@@ -171,9 +172,11 @@ async def test_a_redis_outage_follows_on_store_failure(room: Room, on_failure: s
             assert body["error"]["code"] == code and headers["retry-after"] == "1" and TICKET_HEADER not in headers  # type: ignore[index]
 
 
-def test_a_room_without_a_gate_is_refused_whole() -> None:
+def test_a_room_without_a_gate_is_refused_alone() -> None:
     table = RouteTable()
     subscription = RouteSubscription(table, Policies.model_validate({"xds": {"address": "127.0.0.1:1"}}), None)
-    with pytest.raises(ValueError, match="shop/launch have a waiting room, and ext_authz has no http.waitingRoom"):
-        subscription._apply([room_policy()])
-    assert table.routes == {}
+    other = policy_pb2.RoutePolicy(route="shop/plain")
+    other.auth.public = True
+    with pytest.raises(PartlyApplied, match="route shop/launch: has a waiting room, and ext_authz has no http.waitingRoom"):
+        subscription._apply([room_policy(), other])
+    assert list(table.routes) == ["shop/plain"] and list(table.refused) == ["shop/launch"]

@@ -215,15 +215,21 @@ def keys_only() -> KeyRule:
     return rule
 
 
-def test_a_table_with_key_routes_is_refused_without_a_key_store() -> None:
+def test_a_key_route_is_refused_alone_without_a_key_store() -> None:
     from limiter.config import Policies
+    from limiter.policies import PartlyApplied
 
     policies = Policies.model_validate({"xds": {"address": "127.0.0.1:1", "nodeId": "n"}})
-    subscription = RouteSubscription(RouteTable(), policies, None)
+    table = RouteTable()
+    subscription = RouteSubscription(table, policies, None)
     policy = policy_pb2.RoutePolicy(route=ROUTE)
     policy.auth.api_keys = True
-    with pytest.raises(ValueError, match="routes shop/partners take API keys, and ext_authz has no revocation:"):
-        subscription._apply([policy])
+    other = policy_pb2.RoutePolicy(route="shop/orders")
+    other.auth.SetInParent()
+    with pytest.raises(PartlyApplied, match="route shop/partners: takes API keys, and ext_authz has no revocation:"):
+        subscription._apply([policy, other])
+    assert list(table.routes) == ["shop/orders"], "the other route's rules are live"
+    assert list(table.refused) == [ROUTE]
 
 
 async def test_a_mirror_loads_keys_at_resync() -> None:

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from ext_authz.errors import ForbiddenError
 from ext_authz.token_exchange import ExchangeFailed, Exchanged, TokenExchange, parse_answer
 from ext_authz.upstream_signer import SigningKeyError, UpstreamSigner
-from ext_authz.upstream_token import SwapRule, UpstreamTokens, UpstreamTokenUnavailable, swap_refusals, unavailable_parts
+from ext_authz.upstream_token import SwapGrants, SwapRule, UpstreamTokens, UpstreamTokenUnavailable, swap_refusal, unavailable_parts
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from tests.unit.ext_authz.signing import NOW, FakeClock
 
@@ -205,12 +205,32 @@ def policy(route: str, audience: str, url: str = "") -> policy_pb2.RoutePolicy:
     return found
 
 
+GRANTS = SwapGrants({"legacy": frozenset({"b", "l"}), "*": frozenset({"reports"})}, frozenset({"https://sts/token"}))
+
+
 def test_a_swap_route_this_process_cannot_serve_is_a_refusal() -> None:
-    table = [policy("legacy/billing", "b"), policy("legacy/ledger", "l", "http://sts/token"), policy_pb2.RoutePolicy(route="shop/x")]
-    assert swap_refusals(table, None) == ["legacy/billing ext_authz has no http.upstreamTokens", "legacy/ledger ext_authz has no http.upstreamTokens"]
-    no_key = UpstreamTokens(signer=None, exchange=CountingExchange(), ttl=60, cache_size=10)
-    assert swap_refusals(table, no_key) == ["legacy/billing needs a signed token and http.upstreamTokens has no keyFile"]
-    assert swap_refusals(table, tokens(FakeClock(), exchange=CountingExchange())) == []
+    billing, ledger, plain = policy("legacy/billing", "b"), policy("legacy/ledger", "l", "https://sts/token"), policy_pb2.RoutePolicy(route="shop/x")
+    assert [swap_refusal(p, None) for p in (billing, ledger, plain)] == [
+        "auth.upstreamToken: ext_authz has no http.upstreamTokens", "auth.upstreamToken: ext_authz has no http.upstreamTokens", None,
+    ]
+    no_key = UpstreamTokens(signer=None, exchange=CountingExchange(), ttl=60, cache_size=10, grants=GRANTS)
+    assert swap_refusal(billing, no_key) == "auth.upstreamToken: needs a signed token and http.upstreamTokens has no keyFile"
+    assert swap_refusal(ledger, no_key) is None
+    able = UpstreamTokens(signer=signer(), exchange=CountingExchange(), ttl=60, cache_size=10, grants=GRANTS)
+    assert [swap_refusal(p, able) for p in (billing, ledger, plain)] == [None, None, None]
+
+
+def test_a_route_may_ask_only_for_its_namespaces_audiences_and_listed_endpoints() -> None:
+    """A route author writes the audience and the exchange URL; the operator's list decides."""
+    able = UpstreamTokens(signer=signer(), exchange=CountingExchange(), ttl=60, cache_size=10, grants=GRANTS)
+    stolen = swap_refusal(policy("evil/grab", "b"), able)
+    assert stolen == ("auth.upstreamToken: audience 'b' is not one routes in namespace 'evil' may ask for "
+                      "(ext_authz http.upstreamTokens.audiences)")
+    assert swap_refusal(policy("evil/reports", "reports"), able) is None, "'*' grants every namespace"
+    leak = swap_refusal(policy("legacy/billing", "b", "https://evil.example/collect"), able)
+    assert leak is not None and "is not a listed endpoint" in leak
+    none = UpstreamTokens(signer=signer(), exchange=CountingExchange(), ttl=60, cache_size=10)
+    assert swap_refusal(policy("legacy/billing", "b"), none) is not None, "no list: no audience at all"
 
 
 async def test_a_client_token_without_sub_gets_no_signed_token() -> None:

@@ -41,6 +41,7 @@ ROUTES_REFUSED = Gauge(
 ROUTES_NOT_ENFORCED = Gauge(
     "gatehouse_routes_not_enforced",
     "Routes served without a field they set, by the operator's choice or for want of its feed "
-    "(rateLimits without a limiter, circuitBreaker.errorRate without tallies)",
+    "(rateLimits without a limiter, circuitBreaker.errorRate without tallies), or whose other "
+    "methods or trailing slash fall through to a public route (fallThrough)",
     ["field"],
 )

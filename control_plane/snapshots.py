@@ -36,7 +36,7 @@ from control_plane.sources.base import LayeredEndpoints, PublishEndpoints, Route
 from control_plane.translator import Edge, EndpointTable, EndpointTranslator, RouteTranslator, Translation
 from control_plane.translator.pipeline import UNENFORCEABLE, UNTRANSLATABLE, RouteProblem
 
-NOT_ENFORCED_FIELDS = ("rateLimits", "circuitBreaker.errorRate")
+NOT_ENFORCED_FIELDS = ("rateLimits", "circuitBreaker.errorRate", "fallThrough")
 
 log = structlog.get_logger(component="control_plane")
 
@@ -149,7 +149,10 @@ class SnapshotPublisher:
         for reason in (UNENFORCEABLE, UNTRANSLATABLE):
             metrics.ROUTES_REFUSED.labels(reason).set(refused.get(reason, 0))
         fields = Counter(
-            note.split(":", 1)[0] for p in problems.values() if p.served for note in p.message.split("; ")
+            field
+            for p in problems.values()
+            if p.served
+            for field in {note.split(":", 1)[0] if "falls through" not in note else "fallThrough" for note in p.message.split("; ")}
         )
         for field in NOT_ENFORCED_FIELDS:
             metrics.ROUTES_NOT_ENFORCED.labels(field).set(fields.get(field, 0))

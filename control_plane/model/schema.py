@@ -227,15 +227,29 @@ class HeaderMatch(Model):
         return self
 
 
-class Match(Model):
-    """Which requests the route takes; exactly one of path/pathPrefix/pathRegex."""
+OTHER_METHODS_NEED_METHODS = "otherMethods: reject answers 405 to the methods not in methods; set methods"
 
-    model_config = cel((_one_of("path", "pathPrefix", "pathRegex"), "set exactly one of path, pathPrefix, pathRegex"))
+
+class Match(Model):
+    """Which requests the route takes; exactly one of path/pathPrefix/pathRegex.
+
+    ``otherMethods``: what a request on the route's path with a method it does not take
+    gets: ``fallThrough`` (the default) lets a broader route take it, ``reject`` answers 405
+    with ``Allow`` (the gateway's JSON error ``method_not_allowed``)."""
+
+    model_config = cel(
+        (_one_of("path", "pathPrefix", "pathRegex"), "set exactly one of path, pathPrefix, pathRegex"),
+        (
+            "!has(self.otherMethods) || self.otherMethods == 'fallThrough' || (has(self.methods) && size(self.methods) > 0)",
+            OTHER_METHODS_NEED_METHODS,
+        ),
+    )
 
     path: Annotated[str, AfterValidator(_path)] | None = None
     path_prefix: Annotated[str, AfterValidator(_prefix)] | None = None
     path_regex: Regex | None = None
     methods: Annotated[list[Method], AfterValidator(_unique), Field(max_length=9)] = []
+    other_methods: Literal["fallThrough", "reject"] = "fallThrough"
     headers: Annotated[list[HeaderMatch], Field(max_length=16)] = []
 
     @model_validator(mode="after")
@@ -243,6 +257,8 @@ class Match(Model):
         chosen = [k for k in ("path", "pathPrefix", "pathRegex") if getattr(self, to_snake(k)) is not None]
         if len(chosen) != 1:
             raise ValueError(f"set exactly one of path, pathPrefix, pathRegex (got {chosen or 'none'})")
+        if self.other_methods == "reject" and not self.methods:
+            raise ValueError(OTHER_METHODS_NEED_METHODS)
         return self
 
 

@@ -143,6 +143,8 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
     ),
     GatewayError("request_timeout", "The request was idle for too long.", None, flags=("SI",)),
     GatewayError("request_body_too_large", "The request body is larger than the gateway accepts.", status_code=413),
+    # A route's match.otherMethods: reject (method_guard): a direct 405 with Allow.
+    GatewayError("method_not_allowed", "This path does not take the request's method; see Allow.", status_code=405),
     GatewayError("request_headers_too_large", "The request headers are larger than the gateway accepts.", status_code=431),
 )
 

@@ -18,6 +18,7 @@ from google.protobuf.json_format import ParseError
 from control_plane.breakers.board import BreakerState
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
+from control_plane.model.fall_through import FallThroughs
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
 from control_plane.translator.breaker_phases import NO_BREAKERS, effective_phase, fallback_refs
@@ -25,6 +26,8 @@ from control_plane.translator.clusters import ClusterPolicy, cluster, cluster_po
 from control_plane.translator.edge import edge_resources
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
 from control_plane.translator.http_filters import HTTP_FEATURES
+from control_plane.translator.method_guard import Signature
+from control_plane.translator.method_guard import guards as method_guards
 from control_plane.translator.messages import Cluster, parse
 from control_plane.translator import wire
 from control_plane.translator.names import ROUTE_CONFIG_NAME, ClusterRef
@@ -40,6 +43,8 @@ UNTRANSLATABLE = "Invalid"
 """The translator could not build the route, or it contradicts another route's cluster policy."""
 NOT_ENFORCED = "NotEnforced"
 """Served without something it asks for (a feature's ``unenforced``)."""
+FALL_THROUGH = "PublicFallThrough"
+"""Requests the route does not take (another method, a trailing slash) reach a public route."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +123,26 @@ class RouteTranslator:
         self.problems: dict[str, RouteProblem] = {}
         """Routes of the last translation left out (refused, untranslatable) or served with
         something not enforced, by route id."""
+        self._guards: dict[tuple[Signature, tuple[str, ...]], Route] = {}
+        """``match.otherMethods: reject``'s 405 routes, kept while their paths are unchanged."""
         self._judged: dict[Route, RouteProblem | None] = {}
         """Each route's refusal or unenforced notes, kept while the route is unchanged. The
         translator logs nothing of them: the snapshot publisher logs each once it appears,
         and the CLI's offline commands print them their own way."""
+
+    def _warn_fall_throughs(self, served: list[Route], guards: list[Route], problems: dict[str, RouteProblem]) -> None:
+        """A served route that asks for a token and whose other methods or trailing slash
+        reach a public route: served, with ``Enforced=False`` saying which (``fall_through``)."""
+        if not any(r.spec.auth.required for r in served) or all(r.spec.auth.required for r in served):
+            return  # nothing public to fall to, or nothing to protect
+        index = FallThroughs([*served, *guards])
+        for route in served:
+            warnings = index.of(route)
+            if not warnings:
+                continue
+            before = problems.get(route.id)
+            message = "; ".join([*([before.message] if before is not None else []), *warnings])
+            problems[route.id] = RouteProblem(route, before.reason if before is not None else FALL_THROUGH, message, served=True)
 
     @property
     def quarantined(self) -> dict[str, str]:
@@ -171,6 +192,14 @@ class RouteTranslator:
         for route, contradiction in contradicting.items():
             problems[route.id] = RouteProblem(route, UNTRANSLATABLE, contradiction)
         translated = {route: t for route, t in translated.items() if route not in contradicting}
+        served = list(translated)
+        guards = method_guards(served, self._guards)
+        self._guards = {key: guard for key, guard in self._guards.items() if guard in guards}
+        for guard in guards:
+            key = (guard, None)
+            cached = self._entries.get(key) or _translate_route(guard, self._settings, None, now)
+            translated[guard] = self._entries[key] = cached
+        self._warn_fall_throughs(served, guards, problems)
         self.problems = problems
         ordered = sorted(translated, key=lambda route: translated[route].sort_key)
 
@@ -195,15 +224,16 @@ class RouteTranslator:
             ResourceType.ROUTE,
             ROUTE_CONFIG_NAME,
             body,
-            provenance=tuple(route.id for route in ordered),
+            provenance=tuple(dict.fromkeys(route.id for route in ordered)),
             references=tuple(ref.name for ref in refs),
         )
+        guarding = set(guards)
         return Translation(
             listeners=self._edge.listeners,
             routes=(route_resource,),
             clusters=clusters,
             cluster_refs=refs,
-            model=tuple(ordered),
+            model=tuple(route for route in ordered if route not in guarding),
             ratelimits=tuple(r for t in translated.values() for r in t.resources if r.type is ResourceType.RATELIMIT),
             secrets=self._edge.secrets,
         )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from control_plane.config import load_config
 from control_plane.model.conflicts import resolve_conflicts
+from control_plane.model.fall_through import FallThroughs
 from control_plane.model.references import permitted_routes
 from control_plane.model.route import Route
 from control_plane.sources.files import load_documents_path
@@ -52,7 +53,12 @@ def run(args: argparse.Namespace) -> int:
             warnings.append(
                 f"{route.origin}: {route.id}: not served unless a ReferenceGrant in the cluster permits it: {unresolved.message}"
             )
-    if args.config is not None:
+    if args.config is None:
+        # Without the gateway's settings, still what only the route set decides.
+        kept, _ = resolve_conflicts(routes)
+        index = FallThroughs(kept)
+        warnings.extend(f"{route.origin}: {route.id}: {warning}" for route in kept for warning in index.of(route))
+    else:
         try:
             config = load_config(args.config)
         except ConfigError as exc:

@@ -227,3 +227,41 @@ def test_8_token_swap_mints_tokens_for_any_audience_and_posts_tokens_anywhere(
     finally:
         authz.stop()
         collector.stop()
+
+
+def test_6_method_and_trailing_slash_fall_through_to_a_public_route(gateway: Gateway) -> None:
+    """`POST /orders/42` and `/orders/42/` on a GET-only authenticated route fell to the broader
+    public route, unannounced. Now the route's status says so (Enforced=False, naming the
+    public route), and `match.otherMethods: reject` answers other methods 405 instead."""
+    backend = {"backends": [{"service": "svc-a", "port": 8080}]}
+    by_id = route_doc("orders-by-id", {"match": {"path": "/orders/{id}", "methods": ["GET", "HEAD"]}, **backend})
+    legacy = route_doc("orders-legacy", {"match": {"path": "/orders/**"}, "backends": [{"service": "svc-b", "port": 8080}],
+                                         "auth": {"required": False}})
+    stack = gateway.start([by_id, legacy], wait_path="/orders/a/b")
+    assert stack.get("/orders/42").status == 401
+    assert stack.get("/orders/42", method="POST").upstream == "svc-b", "the fall-through the warning is about"
+    enforced = route_row(stack, "default/orders-by-id")["enforced"]
+    assert (enforced["status"], enforced["reason"]) == ("False", "PublicFallThrough")
+    assert "POST /orders/x (a method the route does not take) falls through to the public route default/orders-legacy" in enforced["message"]
+    assert "GET /orders/x/ (a trailing slash) falls through" in enforced["message"]
+    assert stack.control_plane.metric("gatehouse_routes_not_enforced", field="fallThrough") == 1
+
+    # The route opts into 405 for the methods it does not take.
+    rejecting = route_doc("orders-by-id", {"match": {"path": "/orders/{id}", "methods": ["GET", "HEAD"], "otherMethods": "reject"},
+                                           **backend})
+    stack.commit_routes({"r.yaml": [rejecting, legacy]})
+    wait_for(lambda: stack.get("/orders/42", method="POST").status == 405, 10, "POST answered 405")
+    refused = stack.get("/orders/42", method="DELETE")
+    assert refused.status == 405 and refused.headers["allow"] == "GET, HEAD"
+    assert refused.json()["error"]["code"] == "method_not_allowed" and refused.json()["error"]["request_id"]
+    assert stack.get("/orders/42").status == 401, "the route's own methods still need a token"
+    assert stack.get("/orders/42", headers=gateway.bearer("alice")).upstream == "svc-a"
+    assert stack.get("/orders/a/b", method="POST").upstream == "svc-b", "the broader route keeps its own paths"
+    enforced = route_row(stack, "default/orders-by-id")["enforced"]
+    assert "a method the route does not take" not in enforced["message"] and "a trailing slash" in enforced["message"]
+
+
+def route_row(stack: GatewayStack, route_id: str) -> dict[str, Any]:
+    from tests.integration.test_fail_closed_envoy import route_row as row
+
+    return row(stack, route_id)

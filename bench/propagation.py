@@ -378,6 +378,16 @@ def baseline(stack: GatewayStack, routes: RouteSet, samples: int, headers: dict[
     return {"sync_noop": summary(syncs), "envoy_request": summary(requests)}
 
 
+def webhook(stack: GatewayStack, args: argparse.Namespace, committed: float, what: str) -> float | None:
+    """In webhook mode, POST /sync as a Git webhook would; its round trip in seconds."""
+    if args.mode != "webhook":
+        return None
+    result = stack.control_plane.sync()["sources"]["routes"]
+    if not result.get("accepted") or not result.get("changed"):
+        raise RuntimeError(f"sync did not apply {what}: {result}")
+    return time.perf_counter() - committed
+
+
 def run_changes(
     stack: GatewayStack, routes: RouteSet, args: argparse.Namespace, log: LogTail
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -403,12 +413,7 @@ def run_changes(
             commit_started = time.perf_counter()
             stack.repo.commit(f"bump {route.name} to {rev}")
             committed = time.perf_counter()
-            sync_s = None
-            if args.mode == "webhook":
-                result = stack.control_plane.sync()["sources"]["routes"]
-                sync_s = time.perf_counter() - committed
-                if not result.get("accepted") or not result.get("changed"):
-                    raise RuntimeError(f"sync did not apply change {number}: {result}")
+            sync_s = webhook(stack, args, committed, f"change {number}")
             requests = wait_served(client, route.probe, rev, timeout=args.change_timeout, gap=gap)
             latency = time.perf_counter() - committed
             events = log.events()
@@ -563,12 +568,7 @@ def run_mixed(
             commit = make(stack.repo, number)
             stack.repo.commit(f"commit {number}: {', '.join(commit.ops)}")
             committed = time.perf_counter()
-            sync_s = None
-            if args.mode == "webhook":
-                result = stack.control_plane.sync()["sources"]["routes"]
-                sync_s = time.perf_counter() - committed
-                if not result.get("accepted") or not result.get("changed"):
-                    raise RuntimeError(f"sync did not apply mixed commit {number}: {result}")
+            sync_s = webhook(stack, args, committed, f"{'+'.join(commit.ops)} commit {number}")
             requests_before = probe.requests
             wait_checks(probe, commit.checks, args.change_timeout, gap)
             latency = time.perf_counter() - committed

@@ -622,8 +622,9 @@ async def test_the_fake_rejects_a_nonce_that_does_not_increase() -> None:
 
 
 async def reconnect(previous: FakeEnvoy, cache: SnapshotCache, status: ProxyStatus) -> FakeEnvoy:
-    """A new delta stream from an Envoy that keeps its config and tells the server about it."""
-    envoy = FakeEnvoy(delta=True, node_id=previous.node_id, group=previous.group)
+    """A new delta stream from an Envoy that keeps its config and tells the server about it
+    (initialized: a CDS ACK waits for the clusters it rebuilds)."""
+    envoy = FakeEnvoy(delta=True, node_id=previous.node_id, group=previous.group, initialized=True)
     for kind in ResourceType:
         envoy.have[kind] = dict(previous.have[kind])
         envoy.confirmed[kind] = dict(previous.have[kind])
@@ -670,6 +671,24 @@ async def test_a_delta_reconnect_gets_only_what_changed_while_it_was_away() -> N
     sent = [(r.kind.short, r.names, r.removed) for r in again.received if r.names or r.removed]
     assert sent == [("EDS", [PAYMENTS], [])]
     assert again.runs(while_away)
+    await again.close()
+
+
+async def test_a_delta_reconnect_after_a_cluster_change_sends_its_unchanged_endpoints_again() -> None:
+    """Envoy reported the endpoints as current, but rebuilds the cluster the new CDS changes."""
+    config = Config()
+    cache, status = SnapshotCache(), ProxyStatus()
+    start = config.snapshot("orders", "payments")
+    cache.set_snapshot(start)
+    first = await connect("delta", cache, status)
+    await first.close()
+
+    while_away = with_cluster_timeout(start, ORDERS, 7)
+    cache.set_snapshot(while_away)
+    again = await reconnect(first, cache, status)
+    sent = [(r.kind.short, r.names) for r in again.received if r.names or r.removed]
+    assert sent == [("CDS", [ORDERS]), ("EDS", [ORDERS])]
+    assert again.timed_out == [] and again.runs(while_away)
     await again.close()
 
 

@@ -11,8 +11,16 @@ response carries the new value.
 A baseline is measured in the same run, against the same stack: the round trip of POST
 /sync when nothing changed (the git fetch floor) and one request through Envoy.
 
+``--mixed N`` adds, per route count, N mixed commits on a second stack (with ext_authz):
+new namespaces and services (new clusters), cache and circuit breakers (changed clusters),
+validation, hosts, removals and the simple change, two or three per commit
+(``bench/mixed_commits.py``), each followed by a simple change on the same stack; each
+commit's time until Envoy serves all of it, mixed beside simple (issue 28: such commits
+once waited 15 s).
+
     .venv/bin/python bench/propagation.py --routes 10,1000,10000 --changes 20
     .venv/bin/python bench/propagation.py --routes 1000 --mode poll
+    .venv/bin/python bench/propagation.py --routes 10,1000 --changes 20 --mixed 24
 
 One JSON document goes to stdout; progress to stderr. See bench/README.md.
 """
@@ -31,7 +39,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +50,16 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from servicekit.durations import parse_duration_ms  # noqa: E402
+from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
 from tests.harness.gateway import GatewayStack  # noqa: E402
 from tests.harness.http_client import Client  # noqa: E402
+from tests.harness.issuer import TestIssuer  # noqa: E402
 from tests.harness.route_repo import route_doc  # noqa: E402
 from tests.harness.upstream import EchoUpstream  # noqa: E402
 from bench.proc_stats import cpu_seconds  # noqa: E402
 from bench import pyspy  # noqa: E402
 from bench.report import command_line, print_report, work_directory  # noqa: E402
+from bench.mixed_commits import MixedScenario, Probe, op_maxima  # noqa: E402
 
 try:  # libyaml makes generating 10,000 route documents take a second, not ten
     from yaml import CSafeDumper as _Dumper
@@ -57,6 +68,8 @@ except ImportError:  # pragma: no cover - depends on how PyYAML was built
 
 AIMS_MS = {1000: 250.0, 10000: 2000.0}
 """The issue's targets for p99 commit→served latency, by route count."""
+MIXED_AIM_MS = 1000.0
+"""Issue 28: every mixed commit served within a second (the slowest one, not a percentile)."""
 SERVICES = ("svc-a", "svc-b")
 KINDS = ("exact", "template", "prefix", "segmentPrefix")
 PROJECT_PACKAGES = ("control_plane/", "servicekit/admin_http.py")
@@ -112,6 +125,9 @@ class RouteSpec:
     """A request path this route (and no more specific one) matches."""
     service: str
     rev: str = "0"
+    extra: dict[str, Any] = field(default_factory=dict)
+    """More spec fields (the mixed commits' ``hosts``, ``validate``)."""
+    removed: bool = False
 
     @property
     def name(self) -> str:
@@ -124,6 +140,7 @@ class RouteSpec:
                 "match": self.match,
                 "backends": [{"service": self.service, "port": 8080}],
                 "headers": {"response": {"set": {"x-rev": self.rev}}},
+                **self.extra,
             },
         )
 
@@ -152,7 +169,7 @@ class RouteSet:
 
     def render(self, file_index: int) -> str:
         start = file_index * self.per_file
-        docs = [r.document() for r in self.routes[start : start + self.per_file]]
+        docs = [r.document() for r in self.routes[start : start + self.per_file] if not r.removed]
         return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False)
 
     @property
@@ -166,7 +183,11 @@ class RouteSet:
     def bump(self, stack: GatewayStack, index: int, rev: str) -> None:
         """Change one route's x-rev and rewrite only its file."""
         self.routes[index].rev = rev
-        stack.repo.write(self.filename(index), self.render(index // self.per_file))
+        self.rewrite(stack.repo, index)
+
+    def rewrite(self, repo: Any, index: int) -> None:
+        """Write the file of route ``index`` again, as the routes now are."""
+        repo.write(self.filename(index), self.render(index // self.per_file))
 
     def change_targets(self, changes: int, seed: int) -> list[int]:
         """Routes to change: spread over files and path kinds, deterministic for a seed."""
@@ -271,15 +292,31 @@ def summarise_profile(path: Path, top: int = 20) -> dict[str, Any]:
 # -- one size -----------------------------------------------------------------------------
 
 
-def start_stack(stack: GatewayStack, routes: RouteSet) -> dict[str, Any]:
-    """GatewayStack.start, step by step, timing each step; wait until every path kind serves."""
+def start_stack(
+    stack: GatewayStack,
+    routes: RouteSet,
+    *,
+    aliases: tuple[str, ...] = (),
+    after_control_plane: Any = None,
+    headers: dict[str, str] | None = None,
+    more_probes: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """GatewayStack.start, step by step, timing each step; wait until every path kind serves.
+
+    ``aliases``: more service names in the endpoints file, at the first upstream's address;
+    ``after_control_plane``: called once it is ready (to start ext_authz); ``headers`` go
+    with every probe; ``more_probes``: paths that must answer ``x-rev: 0`` too."""
     logs = stack.directory / "logs"
     for name in stack.upstream_names:
         stack.upstreams[name] = EchoUpstream.start(name, log_dir=logs)
-    stack.set_endpoints({name: [u.address] for name, u in stack.upstreams.items()})
+    endpoints = {name: [u.address] for name, u in stack.upstreams.items()}
+    first = endpoints[stack.upstream_names[0]]
+    stack.set_endpoints({**endpoints, **{alias: first for alias in aliases}})
     begin = time.monotonic()
     stack.control_plane.start(timeout=600)
     control_plane_ready = time.monotonic()
+    if after_control_plane is not None:
+        after_control_plane()
     stack.envoy = stack.start_envoy(stack.node_id)
     stack.envoy.wait_live(timeout=600)
     envoy_live = time.monotonic()
@@ -287,8 +324,8 @@ def start_stack(stack: GatewayStack, routes: RouteSet) -> dict[str, Any]:
     probes += [r for r in routes.routes[-len(KINDS) :] if r not in probes]
     client = stack.client()
     try:
-        for probe in probes:
-            wait_served(client, probe.probe, probe.rev, timeout=600)
+        for path in [p.probe for p in probes] + list(more_probes):
+            wait_served(client, path, "0", timeout=600, headers=headers)
     finally:
         client.close()
     served = time.monotonic()
@@ -296,18 +333,18 @@ def start_stack(stack: GatewayStack, routes: RouteSet) -> dict[str, Any]:
         "control_plane_ready_s": round(control_plane_ready - begin, 3),
         "envoy_live_s": round(envoy_live - control_plane_ready, 3),
         "first_serve_s": round(served - begin, 3),
-        "probed_paths": [p.probe for p in probes],
+        "probed_paths": [p.probe for p in probes] + list(more_probes),
     }
 
 
-def wait_served(client: Client, path: str, rev: str, timeout: float, gap: float = 0.0) -> int:
+def wait_served(client: Client, path: str, rev: str, timeout: float, gap: float = 0.0, headers: dict[str, str] | None = None) -> int:
     """Request `path` until x-rev == rev; returns the number of requests it took."""
     deadline = time.monotonic() + timeout
     attempts = 0
     while True:
         attempts += 1
         try:
-            reply = client.request(path)
+            reply = client.request(path, headers=headers)
             if reply.status == 200 and reply.headers.get("x-rev") == rev:
                 return attempts
         except OSError:
@@ -318,7 +355,7 @@ def wait_served(client: Client, path: str, rev: str, timeout: float, gap: float 
             time.sleep(gap)
 
 
-def baseline(stack: GatewayStack, routes: RouteSet, samples: int) -> dict[str, Any]:
+def baseline(stack: GatewayStack, routes: RouteSet, samples: int, headers: dict[str, str] | None = None) -> dict[str, Any]:
     """The floor, on this stack: POST /sync with nothing to apply, and one request through Envoy."""
     syncs = []
     for _ in range(samples):
@@ -329,16 +366,26 @@ def baseline(stack: GatewayStack, routes: RouteSet, samples: int) -> dict[str, A
     client = stack.client()
     try:
         probe = routes.routes[-1]
-        client.request(probe.probe)
+        client.request(probe.probe, headers=headers)
         requests = []
         for _ in range(samples * 10):
             started = time.perf_counter()
-            reply = client.request(probe.probe)
+            reply = client.request(probe.probe, headers=headers)
             requests.append(time.perf_counter() - started)
             assert reply.status == 200, reply.status
     finally:
         client.close()
     return {"sync_noop": summary(syncs), "envoy_request": summary(requests)}
+
+
+def webhook(stack: GatewayStack, args: argparse.Namespace, committed: float, what: str) -> float | None:
+    """In webhook mode, POST /sync as a Git webhook would; its round trip in seconds."""
+    if args.mode != "webhook":
+        return None
+    result = stack.control_plane.sync()["sources"]["routes"]
+    if not result.get("accepted") or not result.get("changed"):
+        raise RuntimeError(f"sync did not apply {what}: {result}")
+    return time.perf_counter() - committed
 
 
 def run_changes(
@@ -366,12 +413,7 @@ def run_changes(
             commit_started = time.perf_counter()
             stack.repo.commit(f"bump {route.name} to {rev}")
             committed = time.perf_counter()
-            sync_s = None
-            if args.mode == "webhook":
-                result = stack.control_plane.sync()["sources"]["routes"]
-                sync_s = time.perf_counter() - committed
-                if not result.get("accepted") or not result.get("changed"):
-                    raise RuntimeError(f"sync did not apply change {number}: {result}")
+            sync_s = webhook(stack, args, committed, f"change {number}")
             requests = wait_served(client, route.probe, rev, timeout=args.change_timeout, gap=gap)
             latency = time.perf_counter() - committed
             events = log.events()
@@ -492,6 +534,129 @@ def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[st
     return result
 
 
+# -- mixed commits (--mixed) ---------------------------------------------------------------
+
+
+def wait_checks(probe: Probe, checks: dict[str, Any], timeout: float, gap: float) -> None:
+    """Poll until every check holds at once; a timeout names the ones that did not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        failing = [what for what, check in checks.items() if not check(probe)]
+        if not failing:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not served within {timeout}s: {failing}")
+        if gap:
+            time.sleep(gap)
+
+
+def run_mixed(
+    stack: GatewayStack, scenario: MixedScenario, args: argparse.Namespace, log: LogTail, headers: dict[str, str]
+) -> list[dict[str, Any]]:
+    assert stack.envoy is not None
+    envoy = stack.envoy
+    log.events()
+    records: list[dict[str, Any]] = []
+    client = stack.client()
+    probe = Probe(client, headers, lambda: envoy.admin_get("/clusters"))
+    gap = args.poll_gap_ms / 1000
+    jitter = parse_duration_ms(args.poll_interval) / 1000 if args.mode == "poll" else 0.0
+    jitter_rng = random.Random(args.seed)
+    commits = ((number, make) for number in range(1, args.mixed + 1) for make in (scenario.next_commit, scenario.simple_commit))
+    try:
+        for number, make in commits:
+            commit = make(stack.repo, number)
+            stack.repo.commit(f"commit {number}: {', '.join(commit.ops)}")
+            committed = time.perf_counter()
+            sync_s = webhook(stack, args, committed, f"{'+'.join(commit.ops)} commit {number}")
+            requests_before = probe.requests
+            wait_checks(probe, commit.checks, args.change_timeout, gap)
+            latency = time.perf_counter() - committed
+            events = log.events()
+            pushes = [e for e in events if e.get("event") == "xds_push"]
+            record = {
+                "commit": number,
+                "kind": "simple" if commit.ops == ("simple",) else "mixed",
+                "ops": list(commit.ops),
+                "changes": list(commit.checks),
+                "latency_ms": round(latency * 1000, 2),
+                "sync_ms": round(sync_s * 1000, 2) if sync_s is not None else None,
+                "pushes": [e.get("type") for e in pushes],
+                "eds_resent": sum(int(e.get("resent") or 0) for e in pushes if e.get("type") == "EDS"),
+                "requests": probe.requests - requests_before,
+            }
+            records.append(record)
+            progress(f"  {record['kind']} {number:>3}/{args.mixed}: {record['latency_ms']:8.1f} ms {'+'.join(commit.ops)} (EDS resent {record['eds_resent']})")
+            pause = args.settle_ms / 1000 + jitter_rng.uniform(0, jitter)
+            if pause:
+                time.sleep(pause)
+    finally:
+        client.close()
+    return records
+
+
+def measure_mixed(count: int, args: argparse.Namespace, workdir: Path, simple: dict[str, Any]) -> dict[str, Any]:
+    """Mixed commits on a stack of their own, with ext_authz (validation needs its HTTP check)."""
+    routes = RouteSet(count, args.routes_per_file)
+    directory = workdir / f"mixed-{count}"
+    directory.mkdir(parents=True, exist_ok=True)
+    issuer = TestIssuer()
+    jwks = str(issuer.write_jwks(directory / "jwks.json"))
+    authz = ExtAuthzProcess(
+        directory / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]}, transport="http"
+    )
+    poll_interval = args.poll_interval if args.mode == "poll" else "600s"
+    stack = GatewayStack(
+        directory,
+        upstreams=SERVICES,
+        delta=args.delta,
+        poll_interval=poll_interval,
+        control_plane_extra={"extAuthz": {"address": [authz.check_address], "protocol": "http"}},
+    )
+    stack.configure_gateway(routeStats=not args.no_route_stats)
+    headers = {"authorization": f"Bearer {issuer.token('bench', ttl=24 * 3600)}"}
+    scenario = MixedScenario(routes, services=SERVICES, seed=args.seed)
+    result: dict[str, Any] = {"routes": count, "workdir": str(directory)}
+
+    def start_authz() -> None:
+        authz.use_control_plane(stack.control_plane.xds_port)
+        authz.start(timeout=600)
+
+    try:
+        routes.write_all(stack)
+        scenario.write_initial(stack.repo)
+        stack.repo.commit(f"{count} routes and {len(scenario.own)} with their own cluster")
+        progress(f"{count} routes: mixed commits, starting a stack with ext_authz")
+        result["cold_start"] = start_stack(
+            stack, routes, aliases=tuple(scenario.new_service_names(args.mixed)), after_control_plane=start_authz,
+            headers=headers, more_probes=tuple(scenario.probes()),
+        )
+        assert stack.control_plane.process is not None
+        result["baseline"] = baseline(stack, routes, args.baseline_samples, headers)
+        log = LogTail(stack.control_plane.process.log_path)
+        records = run_mixed(stack, scenario, args, log, headers)
+    finally:
+        stack.stop()
+        authz.stop()
+    mixed = [r for r in records if r["kind"] == "mixed"]
+    latency = summary([r["latency_ms"] / 1000 for r in mixed])
+    simple_here = summary([r["latency_ms"] / 1000 for r in records if r["kind"] == "simple"])
+    floor = result["baseline"]["sync_noop"]["p50_ms"]
+    result["latency"] = latency
+    result["simple_latency"] = simple_here
+    result["slowest_commit_by_op_ms"] = op_maxima(mixed)
+    result["ratios"] = {
+        "p99_over_sync_noop_p50": ratio(latency["p99_ms"], floor),
+        "max_over_simple_max": ratio(latency["max_ms"], simple_here["max_ms"]),
+        "p50_over_simple_p50": ratio(latency["p50_ms"], simple_here["p50_ms"]),
+        "simple_here_p50_over_simple_p50": ratio(simple_here["p50_ms"], simple["latency"]["p50_ms"]),
+    }
+    result["aim"] = {"max_ms": MIXED_AIM_MS, "met": latency["max_ms"] <= MIXED_AIM_MS}
+    result["commits"] = records
+    progress(f"  {count} routes, mixed: p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms")
+    return result
+
+
 def machine() -> dict[str, Any]:
     envoy = shutil.which("envoy", path=str(Path(sys.executable).parent)) or "envoy"
     try:
@@ -514,6 +679,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--routes", default="10,1000,10000", help="comma-separated route counts (default: %(default)s)")
     parser.add_argument("--changes", type=int, default=20, help="changes per route count (default: %(default)s)")
+    parser.add_argument("--mixed", type=int, default=0, help="mixed commits per route count, on a stack of their own (default: none)")
     parser.add_argument("--mode", choices=("webhook", "poll"), default="webhook", help="POST /sync after each commit, or wait for the poll")
     parser.add_argument("--poll-interval", default="100ms", help="the Git source's pollInterval in poll mode (default: %(default)s)")
     parser.add_argument("--routes-per-file", type=int, default=100, help="routes per YAML file (default: %(default)s)")
@@ -545,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
         "protocol": "delta" if args.delta else "sotw",
         "git_poll_interval": args.poll_interval if args.mode == "poll" else "600s (webhook mode: polling effectively off)",
         "changes_per_size": args.changes,
+        "mixed_commits_per_size": args.mixed,
         "routes_per_file": args.routes_per_file,
         "poll_gap_ms": args.poll_gap_ms,
         "settle_ms": args.settle_ms,
@@ -554,7 +721,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         for count in counts:
-            report["sizes"].append(measure_size(count, args, workdir))
+            size = measure_size(count, args, workdir)
+            if args.mixed:
+                size["mixed"] = measure_mixed(count, args, workdir, size)
+            report["sizes"].append(size)
     finally:
         report["wall_s"] = round(time.monotonic() - started, 1)
         if not args.keep and not args.workdir:
@@ -574,6 +744,20 @@ def main(argv: list[str] | None = None) -> int:
             "first_serve_s": s["cold_start"]["first_serve_s"],
             "control_plane_VmRSS_mib": s["memory_after_load"]["control_plane"]["VmRSS_mib"],
             "control_plane_VmHWM_mib": s["memory_after_load"]["control_plane"]["VmHWM_mib"],
+            **(
+                {
+                    "mixed_p50_ms": s["mixed"]["latency"]["p50_ms"],
+                    "mixed_p99_ms": s["mixed"]["latency"]["p99_ms"],
+                    "mixed_max_ms": s["mixed"]["latency"]["max_ms"],
+                    "mixed_aim_max_ms": MIXED_AIM_MS,
+                    "mixed_aim_met": s["mixed"]["aim"]["met"],
+                    "mixed_simple_p50_ms": s["mixed"]["simple_latency"]["p50_ms"],
+                    "mixed_simple_max_ms": s["mixed"]["simple_latency"]["max_ms"],
+                    "mixed_max_over_simple_max": s["mixed"]["ratios"]["max_over_simple_max"],
+                }
+                if "mixed" in s
+                else {}
+            ),
         }
         for s in report["sizes"]
     ]

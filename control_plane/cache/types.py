@@ -38,6 +38,16 @@ class ResourceType(IntEnum):
         """LDS, CDS (and rate-limit policies) send the whole set; EDS and RDS what was asked for."""
         return self in (ResourceType.CLUSTER, ResourceType.LISTENER, ResourceType.RATELIMIT)
 
+    @property
+    def warmed_by(self) -> ResourceType | None:
+        """The type a new or changed resource of this type waits for before it serves.
+
+        Envoy builds a changed cluster anew and, like a new one, keeps it warming until a
+        response carrying its endpoints arrives, even endpoints it already has (the xDS
+        protocol's "resource warming"). Meanwhile its CDS ACK is withheld.
+        """
+        return ResourceType.ENDPOINT if self is ResourceType.CLUSTER else None
+
     @classmethod
     def from_url(cls, url: str) -> ResourceType | None:
         return _BY_URL.get(url)

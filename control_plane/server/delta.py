@@ -25,6 +25,9 @@ class DeltaStream(AdsStream):
             # A first request without names is the legacy wildcard subscription.
             state.wildcard = WILDCARD in subscribe or (kind.wildcard and not subscribe)
             self._seed(kind, dict(request.initial_resource_versions))
+        else:
+            # Envoy asks again for what it may have "forgotten" (the protocol says to answer).
+            state.resend |= subscribe - {WILDCARD}
         if WILDCARD in subscribe:
             state.wildcard = True
         if WILDCARD in unsubscribe:

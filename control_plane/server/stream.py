@@ -16,7 +16,7 @@ from control_plane import metrics
 from control_plane.cache.types import ResourceType
 from control_plane.cache.watcher import ConfigWatcher
 from control_plane.proxy_status import Proxy, ProxyStatus
-from control_plane.server.subscriptions import Inflight, Plan, StreamState
+from control_plane.server.subscriptions import Plan, StreamState
 
 log = structlog.get_logger(component="xds")
 
@@ -96,8 +96,7 @@ class AdsStream(ABC):
                     self._status.caught_up(self._proxy, kind)
                 continue
             nonce = str(next(self._nonces))
-            state.inflight = Inflight(nonce, plan.version, plan.target, snapshot, time.monotonic())
-            state.last_sent_version = plan.version
+            self._state.sent(plan, nonce, snapshot, time.monotonic())
             # Before the write: its ACK may be handled while the write awaits.
             self._status.pushed(self._proxy, kind)
             await self._write(self._response(plan, nonce))
@@ -110,7 +109,9 @@ class AdsStream(ABC):
                 node=self.node_id,
                 type=kind.short,
                 version=plan.version,
+                nonce=nonce,
                 resources=len(plan.changed),
+                resent=len(plan.resent),
                 removed=len(plan.removed),
             )
 
@@ -120,6 +121,7 @@ class AdsStream(ABC):
         inflight = state.inflight
         if inflight is None or inflight.nonce != nonce or self._proxy is None:
             return
+        log.debug("xds_nack" if error else "xds_ack", node=self.node_id, type=kind.short, version=inflight.version, nonce=nonce)
         if error:
             accepted = state.acked_snapshot
             state.reject()

@@ -8,6 +8,14 @@ what to send; only the wire format differs. Planning enforces make-before-break:
 - a cluster that Envoy's current routes still use is kept in CDS until Envoy has ACKed
   routes that no longer use it.
 
+Every watch Envoy opens is answered, also one it re-opens for a resource it already has:
+
+- a cluster sent at a new version is rebuilt by Envoy, and the rebuilt cluster warms
+  until an EDS response carries its endpoints, changed or not (while any cluster warms,
+  Envoy withholds its CDS ACK, and so every route held back for a new cluster waits
+  too). Sending a CDS response marks the endpoints of each cluster in it for resending;
+- a delta request that subscribes to a name Envoy already has asks for it again.
+
 One response per type is in flight at a time; the next is planned once Envoy ACKs or
 NACKs it. A NACKed set is not sent again: the next send waits for a new snapshot.
 """
@@ -49,6 +57,8 @@ class TypeState:
     nacked_version: str = ""
     in_sync: bool = False
     """The last plan found the client already at the latest (nothing to send, nothing refused)."""
+    resend: set[str] = field(default_factory=set)
+    """Names whose watch Envoy re-opened: the next response carries them even if unchanged."""
 
     def subscribed(self, name: str) -> bool:
         return self.wildcard or name in self.names
@@ -80,9 +90,11 @@ class Plan:
     version: str
     target: dict[str, Resource]
     changed: list[Resource]
-    """Resources the client lacks or has at another version."""
+    """Resources the client lacks or has at another version, or whose watch it re-opened."""
     removed: list[str]
     """Names the client has that the target drops (delta only; SotW removes by omission)."""
+    resent: tuple[str, ...] = ()
+    """Of ``changed``, the names sent again unchanged because Envoy re-opened their watch."""
 
 
 class StreamState:
@@ -100,8 +112,12 @@ class StreamState:
             return None
         target = self._target(kind, snapshot)
         version = set_version(target.values())
-        state.in_sync = version == state.acked_version
-        if version == state.acked_version:
+        # Marks for names outside the target are dropped: Envoy has no watch on them, and
+        # one it opens later is for a name it lacks, which goes out anyway.
+        resend = state.resend & target.keys()
+        state.resend.clear()
+        state.in_sync = version == state.acked_version and not resend
+        if version == state.acked_version and not resend:
             if _current_in(target, snapshot.of(kind)):
                 # Same resources in a newer snapshot: point at it, so an old snapshot (and
                 # every Route in it) is not kept alive by a type that never changes. Not
@@ -110,7 +126,8 @@ class StreamState:
             return None
         if version == state.nacked_version:
             return None
-        changed = [r for name, r in target.items() if _differs(state.acked.get(name), r)]
+        changed = [r for name, r in target.items() if name in resend or _differs(state.acked.get(name), r)]
+        resent = tuple(sorted(name for name in resend if not _differs(state.acked.get(name), target[name])))
         removed = [name for name in state.acked if name not in target]
         first = not (state.acked_version or state.nacked_version or state.last_sent_version)
         full_state = kind.wildcard and self._full_state_for_wildcard
@@ -122,7 +139,22 @@ class StreamState:
             state.acked_version = version
             state.in_sync = True
             return None
-        return Plan(kind, version, target, changed, removed)
+        return Plan(kind, version, target, changed, removed, resent)
+
+    def sent(self, plan: Plan, nonce: str, snapshot: Snapshot, now: float) -> None:
+        """Record ``plan`` as written with ``nonce``; mark what Envoy will wait for again.
+
+        Envoy builds each resource of ``plan.changed`` anew; for a cluster that re-opens
+        the watch on its endpoints, which must be answered even though the server's view
+        of what Envoy has did not change. Marked now, not at the ACK: Envoy withholds the
+        CDS ACK until the cluster has warmed.
+        """
+        state = self.types[plan.kind]
+        state.inflight = Inflight(nonce, plan.version, plan.target, snapshot, now)
+        state.last_sent_version = plan.version
+        warmed_by = plan.kind.warmed_by
+        if warmed_by is not None:
+            self.types[warmed_by].resend.update(name for r in plan.changed for name in r.references)
 
     def _target(self, kind: ResourceType, snapshot: Snapshot) -> dict[str, Resource]:
         state = self.types[kind]

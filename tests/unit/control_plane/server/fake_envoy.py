@@ -2,9 +2,18 @@
 
 It behaves like Envoy's ADS client: it opens with CDS and LDS wildcard requests, applies
 and ACKs every response with its nonce (or NACKs the ones it is told to), subscribes EDS
-to the clusters it has and RDS to the route configurations its listeners name. Every
-response the server writes is checked as it arrives, and a violation fails the test
-(the stream's ``run`` raises it):
+to the clusters it has and RDS to the route configurations its listeners name.
+
+Cluster warming is Envoy's (checked against Envoy 1.40): a cluster that a CDS response
+adds or changes is built anew and warms until an EDS response *after* that CDS response
+carries its assignment, changed or not. Once its first clusters have warmed, Envoy
+withholds every CDS ACK while any cluster warms. A rebuilt cluster re-opens its EDS
+watch: over SotW that sends an EDS request with unchanged names (and another when the
+replaced cluster goes), over delta nothing at all. Nothing here gives up waiting;
+``fetch_timeout`` plays Envoy's 15 s ``initial_fetch_timeout`` when a test wants it.
+
+Every response the server writes is checked as it arrives, and a violation fails the
+test (the stream's ``run`` raises it):
 
 - the type URL is one this Envoy asked for, and each resource inside carries it;
 - nonces are integers that strictly increase (so are unique) on the stream;
@@ -89,6 +98,14 @@ def route_clusters(body: bytes) -> set[str]:
     return clusters
 
 
+def eds_assignment(body: bytes) -> str | None:
+    """The ClusterLoadAssignment an EDS cluster waits for; None for other cluster types."""
+    cluster = cluster_pb2.Cluster.FromString(body)
+    if cluster.type != cluster_pb2.Cluster.EDS:
+        return None
+    return str(cluster.eds_cluster_config.service_name or cluster.name)
+
+
 def listener_route_configs(body: bytes) -> set[str]:
     listener = listener_pb2.Listener.FromString(body)
     names: set[str] = set()
@@ -114,6 +131,12 @@ class FakeEnvoy:
     received: list[Received] = field(default_factory=list)
     manual: set[ResourceType] = field(default_factory=set)
     """Types whose responses this Envoy records but leaves for the test to answer."""
+    initialized: bool = False
+    """Its first clusters have warmed; from then on a CDS ACK waits for warming clusters."""
+    warming: dict[str, str] = field(default_factory=dict)
+    """Cluster → the assignment it waits for (built by a CDS response, no EDS answer since)."""
+    timed_out: list[str] = field(default_factory=list)
+    """Clusters that ``fetch_timeout`` let stop warming without their endpoints."""
 
     def __post_init__(self) -> None:
         self._queue: asyncio.Queue[Any] = asyncio.Queue()
@@ -126,6 +149,10 @@ class FakeEnvoy:
         """Per type: nonce of the last response whose answer the server has not read yet."""
         self._pending_confirm: dict[str, tuple[ResourceType, dict[str, bytes]]] = {}
         self._sent_node = False
+        self._held_cds: Received | None = None
+        self._rebuilt: set[str] = set()
+        """Warming clusters that replace one of the same name."""
+        """A CDS response applied whose ACK waits until no cluster warms."""
         self._task: asyncio.Task[None] | None = None
         self.reads = 0
 
@@ -200,6 +227,15 @@ class FakeEnvoy:
             self._sent_node = True
         self._queue.put_nowait(message)
 
+    def drain(self) -> list[Any]:
+        """Take what this Envoy has sent, as a server reads it (for tests playing the server)."""
+        messages = []
+        while not self._queue.empty():
+            message = self._queue.get_nowait()
+            self._on_read(message)
+            messages.append(message)
+        return messages
+
     def _on_read(self, message: Any) -> None:
         """The server is about to handle ``message``: from now on it knows what it says."""
         self.reads += 1
@@ -235,10 +271,14 @@ class FakeEnvoy:
         received.answer = "nack" if error else "ack"
         self.send(request)
 
-    def _subscribe(self, kind: ResourceType, names: set[str]) -> None:
-        """Envoy's watches for EDS/RDS follow the clusters and listeners it has."""
+    def _subscribe(self, kind: ResourceType, names: set[str], *, reopened: bool = False) -> None:
+        """Envoy's watches for EDS/RDS follow the clusters and listeners it has.
+
+        ``reopened``: a watch was replaced by one for the same name. Envoy's SotW client
+        still sends a request (unchanged names); its delta client sends nothing.
+        """
         old = self._subscribed[kind]
-        if names == old:
+        if names == old and not (reopened and not self.delta and kind in self._requested):
             return
         self._subscribed[kind] = set(names)
         first = kind not in self._requested
@@ -272,13 +312,54 @@ class FakeEnvoy:
             self._unread_answer[received.kind] = received.nonce
             return
         error = self.nack_next.pop(received.kind, "")
-        if not error:
+        if error:
+            self._answer(received, error)
+            return
+        if received.kind is CDS:
+            before = dict(self.have[CDS])
             self._apply(received)
-        self._answer(received, error)
-        if not error and received.kind is CDS:
-            self._subscribe(EDS, set(self.have[CDS]))
-        if not error and received.kind is LDS:
+            built = {n: a for n, body in self.have[CDS].items() if before.get(n) != body and (a := eds_assignment(body))}
+            self.warming = {n: a for n, a in {**self.warming, **built}.items() if n in self.have[CDS]}
+            self._rebuilt = (self._rebuilt | (built.keys() & before.keys())) & self.warming.keys()
+            assignments = {a for body in self.have[CDS].values() if (a := eds_assignment(body))}
+            self._subscribe(EDS, assignments, reopened=bool(built.keys() & before.keys()))
+            if self.warming and self.initialized:
+                self._held_cds = received  # Envoy pauses CDS while clusters warm
+                self._unread_answer[CDS] = received.nonce
+            else:
+                self._answer(received, "")
+            self.initialized = self.initialized or not self.warming
+            return
+        self._apply(received)
+        if received.kind is EDS:
+            self._warmed({n for n, a in self.warming.items() if a in received.resources})
+        self._answer(received, "")
+        if received.kind is LDS:
             self._subscribe(RDS, {n for body in self.have[LDS].values() for n in listener_route_configs(body)})
+
+    def _warmed(self, clusters: set[str]) -> None:
+        """``clusters`` got their endpoints: they serve, the clusters they replace go."""
+        if not clusters:
+            return
+        for name in clusters:
+            del self.warming[name]
+        replaced, self._rebuilt = self._rebuilt & clusters, self._rebuilt - clusters
+        if replaced:  # the old cluster's watch closes: SotW says so with the same names
+            self._subscribe(EDS, set(self._subscribed[EDS]), reopened=True)
+        if not self.warming:
+            self.initialized = True
+            held, self._held_cds = self._held_cds, None
+            if held is not None:
+                del self._unread_answer[CDS]
+                self._answer(held, "")
+
+    def fetch_timeout(self) -> list[str]:
+        """What Envoy does after ``initial_fetch_timeout`` (15 s by default): warming
+        clusters stop waiting for their endpoints and the withheld CDS ACK goes out."""
+        names = sorted(self.warming)
+        self.timed_out.extend(names)
+        self._warmed(set(names))
+        return names
 
     def _check(self, response: Any) -> Received:
         def require(ok: bool, what: str) -> None:
@@ -355,7 +436,9 @@ class FakeEnvoy:
         return [r.kind.short for r in self.received[since:]]
 
     def runs(self, snapshot: Snapshot) -> bool:
-        return all(self.versions(kind) == snapshot_versions(snapshot, kind) for kind in ENVOY_TYPES)
+        """Envoy has the snapshot and serves it: no cluster still warms, no ACK withheld."""
+        settled = not self.warming and self._held_cds is None
+        return settled and all(self.versions(kind) == snapshot_versions(snapshot, kind) for kind in ENVOY_TYPES)
 
 
 # What a plain-HTTP Envoy asks for (SDS only with TLS; rate-limit policies never).

@@ -15,7 +15,7 @@ import yaml
 from envoy.config.cluster.v3 import cluster_pb2
 from envoy.service.discovery.v3 import discovery_pb2
 
-from control_plane.cache import Resource, ResourceType, Snapshot, SnapshotCache
+from control_plane.cache import Resource, ResourceType, Snapshot, SnapshotCache, content_hash
 from control_plane.model import Origin, Route, parse_route_file
 from control_plane.proxy_status import ProxyStatus
 from control_plane.server.delta import DeltaStream
@@ -284,6 +284,114 @@ async def test_a_swap_of_backend_keeps_the_old_cluster_through_the_switch(protoc
     await envoy.close()
 
 
+# -- clusters Envoy rebuilds ---------------------------------------------------------------
+
+
+def eds_carrying(envoy: FakeEnvoy, name: str, since: int) -> list[int]:
+    """Positions (in ``envoy.received``) of EDS responses since ``since`` that carry ``name``."""
+    return [i for i, r in enumerate(envoy.received) if i >= since and r.kind is EDS and name in r.resources]
+
+
+async def test_a_changed_cluster_warms_on_its_unchanged_endpoints_sent_again(protocol: str) -> None:
+    """Envoy rebuilds a changed cluster and waits for an EDS response carrying its
+    endpoints (issue 28: a cache route changes its service's cluster, not its endpoints)."""
+    config = Config()
+    cache, status = SnapshotCache(), ProxyStatus()
+    start = config.snapshot("orders", "payments")
+    cache.set_snapshot(start)
+    envoy = await connect(protocol, cache, status)
+    mark = len(envoy.received)
+
+    after = with_cluster_timeout(start, ORDERS, 7)
+    assert after.versions[EDS] == start.versions[EDS]
+    cache.set_snapshot(after)
+    await envoy.settle()
+
+    assert envoy.timed_out == [] and envoy.warming == {}, "the rebuilt cluster was left to time out"
+    cds = envoy.responses(mark, CDS)
+    assert [r.answer for r in cds] == ["ack"]
+    resent = eds_carrying(envoy, ORDERS, mark)
+    assert len(resent) == 1, "unchanged endpoints of the rebuilt cluster: sent again exactly once"
+    assert envoy.received.index(cds[0]) < resent[0]
+    assert envoy.responses(mark, EDS)[0].names == [ORDERS], "endpoints of unchanged clusters resent"
+    assert envoy.runs(after)
+    assert only_proxy(status).acked["CDS"] == after.versions[CDS]
+    await envoy.close()
+
+
+async def test_a_changed_cluster_and_a_new_one_in_one_snapshot_serve_the_new_route(protocol: str) -> None:
+    """The issue's commit: a cache route (changes order-service's cluster) and a route in a
+    new namespace (a new cluster). The new route waits for the new cluster's CDS ACK, which
+    Envoy withholds until the rebuilt one has warmed."""
+    config = Config()
+    cache, status = SnapshotCache(), ProxyStatus()
+    start = config.snapshot("orders", "payments")
+    cache.set_snapshot(start)
+    envoy = await connect(protocol, cache, status)
+    mark = len(envoy.received)
+
+    after = with_cluster_timeout(config.snapshot("orders", "payments", "inventory"), ORDERS, 7)
+    cache.set_snapshot(after)
+    await envoy.settle()
+
+    assert envoy.timed_out == [] and envoy.warming == {}
+    assert envoy.runs(after), "the new route never reached Envoy"
+    rds = envoy.responses(mark, RDS)
+    assert len(rds) == 1 and route_clusters(rds[0].resources[ROUTE_CONFIG]) == {ORDERS, PAYMENTS, INVENTORY}
+    assert len(eds_carrying(envoy, ORDERS, mark)) == 1
+    assert len(eds_carrying(envoy, INVENTORY, mark)) == 1
+    await envoy.close()
+
+
+async def test_the_fakes_rebuilt_cluster_withholds_the_cds_ack_until_its_endpoints_arrive(protocol: str) -> None:
+    """The fake's warming model is itself able to fail a server that never resends."""
+    config = Config()
+    start = config.snapshot("orders")
+    after = with_cluster_timeout(start, ORDERS, 7)
+    envoy = FakeEnvoy(delta=protocol == "delta")
+    envoy.request(CDS)
+    responses = {kind: [r.to_any() for r in start.of(kind).values()] for kind in (CDS, EDS)}
+
+    def response(kind: ResourceType, nonce: int, resources: list[Any]) -> Any:
+        if envoy.delta:
+            return discovery_pb2.DeltaDiscoveryResponse(
+                type_url=kind.url, nonce=str(nonce), system_version_info="v",
+                resources=[discovery_pb2.Resource(name=ORDERS, version=content_hash(a.value), resource=a) for a in resources],
+            )
+        return discovery_pb2.DiscoveryResponse(type_url=kind.url, nonce=str(nonce), version_info="v", resources=resources)
+
+    await envoy.write(response(CDS, 1, responses[CDS]))
+    await envoy.write(response(EDS, 2, responses[EDS]))
+    assert envoy.initialized and [r.answer for r in envoy.received] == ["ack", "ack"]
+    envoy.drain()
+
+    await envoy.write(response(CDS, 3, [r.to_any() for r in after.clusters.values()]))
+    assert envoy.warming == {ORDERS: ORDERS} and envoy.received[-1].answer == "", "CDS ACKed while a cluster warms"
+    sent = envoy.drain()
+    if envoy.delta:
+        assert sent == [], "a delta Envoy tells nothing when it re-opens a watch"
+    else:
+        assert [(m.type_url, list(m.resource_names), m.response_nonce) for m in sent] == [(EDS.url, [ORDERS], "2")]
+    assert envoy.fetch_timeout() == [ORDERS]
+    assert envoy.received[-1].answer == "ack" and envoy.timed_out == [ORDERS]
+
+
+async def test_delta_answers_a_subscription_to_a_name_envoy_already_has() -> None:
+    """The delta protocol: the client may have "forgotten" it; the server must send it."""
+    config = Config()
+    cache, status = SnapshotCache(), ProxyStatus()
+    cache.set_snapshot(config.snapshot("orders", "payments"))
+    envoy = await connect("delta", cache, status)
+    mark = len(envoy.received)
+
+    envoy.send(discovery_pb2.DeltaDiscoveryRequest(type_url=EDS.url, resource_names_subscribe=[ORDERS]))
+    await envoy.settle()
+    assert [(r.kind, r.names) for r in envoy.responses(mark)] == [(EDS, [ORDERS])]
+    await envoy.settle()
+    assert len(envoy.responses(mark)) == 1, "answered once"
+    await envoy.close()
+
+
 # -- NACKs -------------------------------------------------------------------------------
 
 
@@ -516,8 +624,9 @@ async def test_the_fake_rejects_a_nonce_that_does_not_increase() -> None:
 
 
 async def reconnect(previous: FakeEnvoy, cache: SnapshotCache, status: ProxyStatus) -> FakeEnvoy:
-    """A new delta stream from an Envoy that keeps its config and tells the server about it."""
-    envoy = FakeEnvoy(delta=True, node_id=previous.node_id, group=previous.group)
+    """A new delta stream from an Envoy that keeps its config and tells the server about it
+    (initialized: a CDS ACK waits for the clusters it rebuilds)."""
+    envoy = FakeEnvoy(delta=True, node_id=previous.node_id, group=previous.group, initialized=True)
     for kind in ResourceType:
         envoy.have[kind] = dict(previous.have[kind])
         envoy.confirmed[kind] = dict(previous.have[kind])
@@ -564,6 +673,24 @@ async def test_a_delta_reconnect_gets_only_what_changed_while_it_was_away() -> N
     sent = [(r.kind.short, r.names, r.removed) for r in again.received if r.names or r.removed]
     assert sent == [("EDS", [PAYMENTS], [])]
     assert again.runs(while_away)
+    await again.close()
+
+
+async def test_a_delta_reconnect_after_a_cluster_change_sends_its_unchanged_endpoints_again() -> None:
+    """Envoy reported the endpoints as current, but rebuilds the cluster the new CDS changes."""
+    config = Config()
+    cache, status = SnapshotCache(), ProxyStatus()
+    start = config.snapshot("orders", "payments")
+    cache.set_snapshot(start)
+    first = await connect("delta", cache, status)
+    await first.close()
+
+    while_away = with_cluster_timeout(start, ORDERS, 7)
+    cache.set_snapshot(while_away)
+    again = await reconnect(first, cache, status)
+    sent = [(r.kind.short, r.names) for r in again.received if r.names or r.removed]
+    assert sent == [("CDS", [ORDERS]), ("EDS", [ORDERS])]
+    assert again.timed_out == [] and again.runs(while_away)
     await again.close()
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 
 from control_plane.cache import Resource, ResourceType, Snapshot, set_version
-from control_plane.server.subscriptions import Inflight, Plan, StreamState
+from control_plane.server.subscriptions import Plan, StreamState
 
 CDS, EDS, LDS, RDS = ResourceType.CLUSTER, ResourceType.ENDPOINT, ResourceType.LISTENER, ResourceType.ROUTE
 ROUTE_CONFIG = "gatehouse_http"
@@ -33,13 +33,16 @@ def snapshot(
     route: tuple[str, tuple[str, ...]] | None = None,
     listener: str = "l1",
 ) -> Snapshot:
-    """clusters: name → version; endpoints default to "e-<cluster version>"; route: (version, refs)."""
+    """clusters: name → version; endpoints default to "e-<cluster version>"; route: (version, refs).
+
+    Each cluster is an EDS cluster named for its assignment, as the translator makes them.
+    """
     if endpoints is None:
         endpoints = {name: f"e-{version}" for name, version in clusters.items()}
     if route is None:
         route = ("r-" + "-".join(sorted(clusters)), tuple(sorted(clusters)))
     return Snapshot.build(
-        clusters=[resource(CDS, n, v) for n, v in clusters.items()],
+        clusters=[resource(CDS, n, v, (n,)) for n, v in clusters.items()],
         endpoints=[resource(EDS, n, v) for n, v in endpoints.items()],
         listeners=[resource(LDS, LISTENER, listener, (ROUTE_CONFIG,))],
         routes=[resource(RDS, ROUTE_CONFIG, route[0], route[1])],
@@ -53,8 +56,7 @@ def send(state: StreamState, kind: ResourceType, snap: Snapshot) -> Plan | None:
     """What the stream loop does with a plan: mark it in flight."""
     plan = state.plan(kind, snap)
     if plan is not None:
-        state[kind].inflight = Inflight(str(next(_nonces)), plan.version, plan.target, snap, 0.0)
-        state[kind].last_sent_version = plan.version
+        state.sent(plan, str(next(_nonces)), snap, 0.0)
     return plan
 
 
@@ -323,6 +325,73 @@ def test_a_nacked_rds_is_not_resent_and_a_new_snapshot_goes_out() -> None:
     good = snapshot({"c1": "v1"}, route=("r-good", ("c1",)))
     plan = send(state, RDS, good)
     assert plan is not None and [r.version for r in plan.changed] == ["r-good"]
+
+
+# -- watches Envoy re-opens -------------------------------------------------------------
+
+
+def test_a_changed_cluster_gets_its_unchanged_endpoints_again_before_its_cds_ack() -> None:
+    """Envoy rebuilds c1 and waits for its endpoints; it ACKs CDS only once c1 has them."""
+    start = snapshot({"c1": "v1", "c2": "v1"})
+    state = fresh()
+    converge(state, start)
+    acked_eds = state[EDS].acked_version
+
+    rebuilt = snapshot({"c1": "v2", "c2": "v1"}, endpoints={"c1": "e-v1", "c2": "e-v1"})
+    assert rebuilt.versions[EDS] == start.versions[EDS]
+    cds = send(state, CDS, rebuilt)
+    assert cds is not None and names(cds.changed) == ["c1"]
+    eds = send(state, EDS, rebuilt)  # no CDS ACK yet: Envoy withholds it while c1 warms
+    assert eds is not None, "the rebuilt cluster's endpoints were not sent again"
+    assert names(eds.changed) == ["c1"] and eds.resent == ("c1",)
+    assert eds.version == acked_eds, "same endpoints, same version"
+    ack(state, EDS)
+    ack(state, CDS)
+    assert send(state, EDS, rebuilt) is None, "sent once, not on every wake-up"
+
+
+def test_a_changed_cluster_with_endpoints_in_flight_gets_them_again_after_that_ack() -> None:
+    """EDS written before the CDS response reached the old cluster only."""
+    start = snapshot({"c1": "v1"})
+    state = fresh()
+    converge(state, start)
+    moved = snapshot({"c1": "v1"}, endpoints={"c1": "e-moved"})
+    assert send(state, EDS, moved) is not None
+
+    rebuilt = snapshot({"c1": "v2"}, endpoints={"c1": "e-moved"})
+    assert send(state, CDS, rebuilt) is not None
+    assert send(state, EDS, rebuilt) is None, "one EDS response in flight at a time"
+    ack(state, EDS)
+    again = send(state, EDS, rebuilt)
+    assert again is not None and again.resent == ("c1",)
+    assert [(r.name, r.version) for r in again.changed] == [("c1", "e-moved")]
+
+
+def test_a_new_cluster_is_not_resent_and_its_mark_does_not_outlive_the_plan() -> None:
+    """Endpoints Envoy does not watch yet go out once it subscribes, as new; no second time."""
+    start = snapshot({"c1": "v1"})
+    state = fresh()
+    converge(state, start)
+    after = snapshot({"c1": "v1", "c2": "v1"})
+    assert send(state, CDS, after) is not None
+    assert send(state, EDS, after) is None, "endpoints Envoy has no watch for"
+    ack(state, CDS)
+    subscribe_names(state, EDS, {"c1", "c2"})
+    eds = send(state, EDS, after)
+    assert eds is not None and names(eds.changed) == ["c2"] and eds.resent == ()
+    ack(state, EDS)
+    assert send(state, EDS, after) is None
+
+
+def test_a_changed_route_config_or_listener_marks_nothing_for_resending() -> None:
+    """Only clusters warm on their references: Envoy 1.40 reuses a rebuilt listener's RDS subscription."""
+    start = snapshot({"c1": "v1"})
+    state = fresh()
+    converge(state, start)
+    after = snapshot({"c1": "v1"}, route=("r-other", ("c1",)), listener="l2")
+    assert send(state, LDS, after) is not None
+    assert send(state, RDS, after) is not None
+    assert all(not state[kind].resend for kind in ResourceType)
 
 
 # -- the endpoint fast path ------------------------------------------------------------

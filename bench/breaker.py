@@ -142,11 +142,11 @@ def run_once(workdir: Path, *, rate: float, warmup: float, failing: float, als_f
     telemetry.extra["breakerTallies"] = {"controlPlane": [stack.control_plane.admin_url], "credentialFile": str(secret)}
     routes = [
         *(route_doc(n, {"match": {"pathPrefix": f"/{n}"}, "backends": [{"service": n, "port": 8080}],
-                        "circuitBreaker": {"errorRate": BREAKER}}) for n in CENTRAL),
+                        "circuitBreaker": {"errorRate": BREAKER}, "auth": {"required": False}}) for n in CENTRAL),
         route_doc(NATIVE, {"match": {"pathPrefix": f"/{NATIVE}"}, "backends": [{"service": NATIVE, "port": 8080}],
-                           "outlierDetection": OUTLIER}),
+                           "outlierDetection": OUTLIER, "auth": {"required": False}}),
         route_doc(NATIVE_PCT, {"match": {"pathPrefix": f"/{NATIVE_PCT}"}, "backends": [{"service": NATIVE_PCT, "port": 8080}],
-                               "outlierDetection": OUTLIER_PCT}),
+                               "outlierDetection": OUTLIER_PCT, "auth": {"required": False}}),
     ]
     stop = threading.Event()
     try:

@@ -133,13 +133,16 @@ class RouteSpec:
     def name(self) -> str:
         return f"r{self.index:05d}"
 
-    def document(self) -> dict[str, Any]:
+    def document(self, public: bool = True) -> dict[str, Any]:
+        """``public``: no token (the simple stack has no ext_authz, where a route asking for
+        one would be refused); the mixed commits' stack checks tokens."""
         return route_doc(
             self.name,
             {
                 "match": self.match,
                 "backends": [{"service": self.service, "port": 8080}],
                 "headers": {"response": {"set": {"x-rev": self.rev}}},
+                **({"auth": {"required": False}} if public else {}),
                 **self.extra,
             },
         )
@@ -160,16 +163,17 @@ def make_route(index: int) -> RouteSpec:
 class RouteSet:
     """N routes in files of ``per_file`` routes, written into a GatewayStack's repo."""
 
-    def __init__(self, count: int, per_file: int) -> None:
+    def __init__(self, count: int, per_file: int, *, public: bool = True) -> None:
         self.routes = [make_route(i) for i in range(count)]
         self.per_file = per_file
+        self.public = public
 
     def filename(self, index: int) -> str:
         return f"routes-{index // self.per_file:04d}.yaml"
 
     def render(self, file_index: int) -> str:
         start = file_index * self.per_file
-        docs = [r.document() for r in self.routes[start : start + self.per_file] if not r.removed]
+        docs = [r.document(self.public) for r in self.routes[start : start + self.per_file] if not r.removed]
         return yaml.dump_all(docs, Dumper=_Dumper, sort_keys=False)
 
     @property
@@ -597,7 +601,7 @@ def run_mixed(
 
 def measure_mixed(count: int, args: argparse.Namespace, workdir: Path, simple: dict[str, Any]) -> dict[str, Any]:
     """Mixed commits on a stack of their own, with ext_authz (validation needs its HTTP check)."""
-    routes = RouteSet(count, args.routes_per_file)
+    routes = RouteSet(count, args.routes_per_file, public=False)
     directory = workdir / f"mixed-{count}"
     directory.mkdir(parents=True, exist_ok=True)
     issuer = TestIssuer()

@@ -28,7 +28,8 @@ from control_plane.translator.api_keys import api_key_requirements
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
 from control_plane.translator.check_headers import FORWARDED_HEADERS, HTTP_FORWARDED_HEADERS, forwarded_to_check
-from control_plane.translator.ratelimit import decided_by_authz, public_limits_by_authz, public_on_main_check, route_policy
+from control_plane.translator.check_plan import Decider, check_plan
+from control_plane.translator.ratelimit import route_policy
 from control_plane.translator.waiting_room import waiting_room_policy
 from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER, add_upstream_token
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
@@ -36,7 +37,7 @@ from servicekit.durations import format_duration_ms
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from control_plane.translator.settings import ExtAuthzSettings as ExtAuthzSettings
 from control_plane.translator.settings import GatewaySettings, RateLimitSettings
-from control_plane.translator.validation import body_check_settings, rules_of, validated_by_authz, validation_policy
+from control_plane.translator.validation import body_check_settings, rules_of, validation_policy
 
 EXT_AUTHZ_FILTER = "envoy.filters.http.ext_authz"
 # The second ext_authz filter, for public routes' limits: off in the chain, on per route.
@@ -168,11 +169,12 @@ def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str
     nothing per route (the rules come over xDS) but, for a body rule, the body to send
     (``validation``)."""
     auth = route.spec.auth
-    if not auth.required and (settings is None or not public_on_main_check(route, settings)):
+    check = check_plan(route, settings).check if settings is not None else Decider.GRPC_CHECK
+    if check is Decider.NONE or (settings is None and not auth.required):
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "disabled": True}
-    if settings is not None and settings.ext_authz is not None and settings.ext_authz.decides_limits:
+    if check is Decider.MAIN_CHECK:
         # A public route with a waiting room or rules too: its policy says auth.public.
-        body = body_check_settings(route) if validated_by_authz(route, settings) else {}
+        body = body_check_settings(route)
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": body} if body else None
     extensions = {"route": route.id}
     if auth.audiences:
@@ -214,15 +216,15 @@ class ExtAuthz(HttpFeature):
         return [] if settings.ext_authz is None else [ext_authz_cluster(settings.ext_authz)]
 
     def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
-        return (http_route_policy(route, settings),) if decided_by_authz(route, settings) else ()
+        return (http_route_policy(route, settings),) if check_plan(route, settings).http_call else ()
 
     def removed_upstream(self, route: Route, settings: GatewaySettings) -> list[str]:
         # The route id was for the check, not for the upstream.
-        return [ROUTE_HEADER] if decided_by_authz(route, settings) else []
+        return [ROUTE_HEADER] if check_plan(route, settings).http_call else []
 
 
 class PublicRouteLimits(HttpFeature):
-    """Public routes' limits through the lean call (``public_limits_by_authz``)."""
+    """Public routes' limits through the lean call (``check_plan``: ``PUBLIC_LIMITS``)."""
 
     name = PUBLIC_LIMITS_FILTER
 
@@ -233,7 +235,7 @@ class PublicRouteLimits(HttpFeature):
         return public_limits_filter(authz, rate_limit)
 
     def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
-        if not public_limits_by_authz(route, settings):
+        if check_plan(route, settings).limits is not Decider.PUBLIC_LIMITS:
             return None
         # Any per-route config turns on a filter the chain has off; Envoy refuses an empty one.
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": {}}

@@ -23,10 +23,10 @@ from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.model.schema import RateLimit
 from control_plane.translator.check_headers import API_KEY_HEADER
+from control_plane.translator.check_plan import Decider, check_plan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
-from control_plane.translator.validation import rules_of
 from control_plane.translator.settings import RateLimitSettings as RateLimitSettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
@@ -109,59 +109,6 @@ def route_policy(route: Route) -> policy_pb2.RoutePolicy:
     )
 
 
-def decided_by_authz(route: Route, settings: GatewaySettings) -> bool:
-    """Over ``extAuthz.protocol: http`` a route that needs a token has its check and its rate
-    limits decided in one call to the Authorization service: the ratelimit filter is not
-    called for it, and its policy (with ``auth``) comes from the ext_authz feature. A
-    disabled route is still checked (its token, as over gRPC), with no limits: without
-    its route header the check could only answer 503. A public route's limits go the same
-    way (``public_limits_by_authz``). So does a public route with a waiting room, through the
-    first, fail-closed ext_authz filter: a room that failed open would admit the whole crowd
-    exactly when the check is slowest (control_plane/translator/waiting_room.py)."""
-    authz = settings.ext_authz
-    if authz is None or not authz.decides_limits:
-        return False
-    return route.spec.auth.required or public_on_main_check(route, settings) or public_limits_by_authz(route, settings)
-
-
-def public_on_main_check(route: Route, settings: GatewaySettings) -> bool:
-    """A public route whose HTTP check runs in the first, fail-closed ext_authz filter: it
-    has a waiting room or validation rules, which failing open would waive."""
-    authz = settings.ext_authz
-    return (
-        authz is not None
-        and authz.decides_limits
-        and not route.spec.auth.required
-        and (route.spec.waiting_room is not None or rules_of(route) is not None)
-    )
-
-
-def public_limits_by_authz(route: Route, settings: GatewaySettings) -> bool:
-    """A public route with enforced limits, over HTTP with ``publicRouteLimits``: the same
-    lean call decides them, with no token (``AuthRequirements.public``). Envoy's
-    per-route failure policy is the ratelimit filter's (``PublicRouteLimits``). A public
-    route with a waiting room is checked by the first filter instead (``decided_by_authz``)."""
-    authz = settings.ext_authz
-    return (
-        authz is not None
-        and authz.decides_limits
-        and authz.public_route_limits
-        and settings.rate_limit is not None
-        and not route.spec.auth.required
-        and route.spec.disabled is None
-        and bool(route.spec.rate_limits)
-        and not public_on_main_check(route, settings)  # that call decides its limits too
-        and _header_keys_forwarded(route, authz.forward_headers)
-    )
-
-
-def _header_keys_forwarded(route: Route, forwarded: tuple[str, ...]) -> bool:
-    """A ``header:<name>`` key the check would not see keeps the route on ratelimit_svc,
-    which sees every header (an authenticated route is quarantined instead)."""
-    names = {limit.key.removeprefix("header:").lower() for limit in route.spec.rate_limits if limit.key.startswith("header:")}
-    return names <= set(forwarded)
-
-
 def _without_limiter(route: Route, settings: GatewaySettings) -> bool:
     return bool(route.spec.rate_limits) and route.spec.disabled is None and settings.rate_limit is None
 
@@ -187,7 +134,7 @@ class GlobalRateLimit(HttpFeature):
         return None if settings.rate_limit is None else ratelimit_filter(settings.rate_limit)
 
     def route_action(self, route: Route, settings: GatewaySettings) -> dict[str, Any]:
-        if settings.rate_limit is None or not route.spec.rate_limits or decided_by_authz(route, settings):
+        if check_plan(route, settings).limits is not Decider.RATELIMIT_SERVICE:
             return {}
         return {"rate_limits": route_rate_limits(route)}
 
@@ -195,9 +142,7 @@ class GlobalRateLimit(HttpFeature):
         return [] if settings.rate_limit is None else [ratelimit_cluster(settings.rate_limit)]
 
     def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
-        """The route's policy for ratelimit_svc, if it has limits and the service is configured."""
-        if settings.rate_limit is None or not route.spec.rate_limits or route.spec.disabled is not None:
-            return ()
-        if decided_by_authz(route, settings):
+        """The route's policy for ratelimit_svc, when its limits are decided there."""
+        if check_plan(route, settings).limits is not Decider.RATELIMIT_SERVICE:
             return ()
         return (Resource.from_message(ResourceType.RATELIMIT, route.id, route_policy(route)),)

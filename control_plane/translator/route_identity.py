@@ -14,7 +14,7 @@ from control_plane.model.route import Route
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import ROUTE_HEADER
 from control_plane.translator.messages import HEADER_MUTATION_TYPE
-from control_plane.translator.ratelimit import decided_by_authz
+from control_plane.translator.check_plan import check_plan
 from control_plane.translator.settings import GatewaySettings
 
 ROUTE_IDENTITY_FILTER = "gatehouse.route_identity"
@@ -32,7 +32,7 @@ class RouteIdentity(HttpFeature):
         return {"name": ROUTE_IDENTITY_FILTER, "typed_config": {"@type": HEADER_MUTATION_TYPE, "mutations": {}}}
 
     def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
-        if not decided_by_authz(route, settings):
+        if not check_plan(route, settings).http_call:
             return None
         header = {"key": ROUTE_HEADER, "value": route.id}
         mutation = {"append": {"header": header, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}}

@@ -43,11 +43,6 @@ def rules_of(route: Route) -> Validation | None:
     return route.spec.validate_ if route.spec.disabled is None else None
 
 
-def validated_by_authz(route: Route, settings: GatewaySettings) -> bool:
-    authz = settings.ext_authz
-    return rules_of(route) is not None and authz is not None and authz.protocol == "http"
-
-
 def validation_policy(rules: Validation) -> policy_pb2.RequestValidation:
     message = policy_pb2.RequestValidation()
     for header in rules.headers:

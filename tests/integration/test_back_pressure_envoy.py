@@ -33,16 +33,16 @@ def test_back_pressure_sends_fewer_requests_to_a_failing_upstream(make_stack: St
             "r.yaml": [
                 route_doc(
                     "throttled",
-                    {
+                    {"auth": {"required": False},
                         "match": {"pathPrefix": "/throttled"},
                         "backends": [{"service": "svc-on", "port": 8080}],
                         "backPressure": BACK_PRESSURE,
                     },
                 ),
-                route_doc("plain", {"match": {"pathPrefix": "/plain"}, "backends": [{"service": "svc-off", "port": 8080}]}),
+                route_doc("plain", {"auth": {"required": False}, "match": {"pathPrefix": "/plain"}, "backends": [{"service": "svc-off", "port": 8080}]}),
                 route_doc(
                     "healthy",
-                    {
+                    {"auth": {"required": False},
                         "match": {"pathPrefix": "/healthy"},
                         "backends": [{"service": "svc-ok", "port": 8080}],
                         "backPressure": BACK_PRESSURE,

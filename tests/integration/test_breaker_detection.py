@@ -89,7 +89,7 @@ def served(stack: GatewayStack) -> int:
 
 
 def route(name: str, **spec: Any) -> dict[str, Any]:
-    return route_doc(name, {"match": {"pathPrefix": f"/{name}"}, "backends": BACKEND, **spec})
+    return route_doc(name, {"auth": {"required": False}, "match": {"pathPrefix": f"/{name}"}, "backends": BACKEND, **spec})
 
 
 def test_error_rate_opens_after_minimum_calls_half_opens_and_probes_close_it(make_stack: StackFactory, tmp_path: Path, refused_address: str) -> None:

@@ -28,13 +28,13 @@ def start(make_stack: StackFactory, tmp_path: Path, **extra: Any) -> tuple[Gatew
     stack = make_stack(control_plane_extra={"breakers": {"operatorCredentialFile": str(secret)}, **extra})
     primary = [{"service": "svc-a", "port": 8080}]
     stack.commit_routes({"r.yaml": [
-        route_doc("ok", {"match": {"pathPrefix": "/ok"}, "backends": primary}),
-        route_doc("orders", {"match": {"pathPrefix": "/orders"}, "backends": primary, "circuitBreaker": BREAKER}),
-        route_doc("catalog", {
+        route_doc("ok", {"auth": {"required": False}, "match": {"pathPrefix": "/ok"}, "backends": primary}),
+        route_doc("orders", {"auth": {"required": False}, "match": {"pathPrefix": "/orders"}, "backends": primary, "circuitBreaker": BREAKER}),
+        route_doc("catalog", {"auth": {"required": False},
             "match": {"pathPrefix": "/catalog"}, "backends": primary, "circuitBreaker": BREAKER,
             "fallback": {"response": STATIC},
         }),
-        route_doc("search", {
+        route_doc("search", {"auth": {"required": False},
             "match": {"pathPrefix": "/search"}, "backends": primary, "circuitBreaker": BREAKER,
             "fallback": {"backend": {"service": "svc-b", "port": 8080}},
         }),

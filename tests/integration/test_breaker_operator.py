@@ -29,8 +29,8 @@ def start(make_stack: StackFactory, tmp_path: Path) -> tuple[GatewayStack, Path]
     secret.write_text(secrets.token_urlsafe(24))
     stack = make_stack(control_plane_extra={"breakers": {"operatorCredentialFile": str(secret)}})
     stack.commit_routes({"r.yaml": [
-        route_doc("ok", {"match": {"pathPrefix": "/ok"}, "backends": BACKEND}),
-        route_doc("orders", {"match": {"pathPrefix": "/orders"}, "backends": BACKEND, "circuitBreaker": BREAKER}),
+        route_doc("ok", {"auth": {"required": False}, "match": {"pathPrefix": "/ok"}, "backends": BACKEND}),
+        route_doc("orders", {"auth": {"required": False}, "match": {"pathPrefix": "/orders"}, "backends": BACKEND, "circuitBreaker": BREAKER}),
     ]})
     stack.start(wait_path="/ok")
     return stack, secret

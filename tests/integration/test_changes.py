@@ -16,7 +16,7 @@ def route(name: str, path: str, *services: str, weights: tuple[int, ...] = (), r
         item["weight"] = weight
     return route_doc(
         name,
-        {"match": {"pathPrefix": path}, "backends": backends, "headers": {"response": {"set": {"x-rev": rev}}}},
+        {"auth": {"required": False}, "match": {"pathPrefix": path}, "backends": backends, "headers": {"response": {"set": {"x-rev": rev}}}},
     )
 
 
@@ -102,7 +102,7 @@ def test_envoy_nack_is_reported_with_its_message_and_route(make_stack: StackFact
     stack.commit_routes(
         {
             "a.yaml": [route("a", "/a", "svc-b", rev="2")],
-            "huge.yaml": [route_doc("huge", {"match": {"pathRegex": huge}, "backends": [{"service": "svc-a", "port": 8080}]})],
+            "huge.yaml": [route_doc("huge", {"auth": {"required": False}, "match": {"pathRegex": huge}, "backends": [{"service": "svc-a", "port": 8080}]})],
         },
         "add an over-complex regex",
     )

@@ -20,12 +20,12 @@ def test_new_endpoint_is_served_fast_with_10k_routes_and_no_route_push(make_stac
         docs = [
             route_doc(
                 f"r{i}",
-                {"match": {"path": f"/r/{i}/{{id}}" if i % 2 else f"/r/{i}"}, "backends": [{"service": services[i], "port": 8080}]},
+                {"auth": {"required": False}, "match": {"path": f"/r/{i}/{{id}}" if i % 2 else f"/r/{i}"}, "backends": [{"service": services[i], "port": 8080}]},
             )
             for i in range(start, start + PER_FILE)
         ]
         stack.repo.write(f"routes-{start // PER_FILE:03d}.yaml", docs)
-    stack.repo.write("hot.yaml", [route_doc("hot", {"match": {"path": "/hot"}, "backends": [{"service": "svc-a", "port": 8080}]})])
+    stack.repo.write("hot.yaml", [route_doc("hot", {"auth": {"required": False}, "match": {"path": "/hot"}, "backends": [{"service": "svc-a", "port": 8080}]})])
     stack.repo.commit("10k routes")
     stack.start(wait_path="/hot")
     plane = stack.control_plane
@@ -65,7 +65,7 @@ def test_new_endpoint_is_served_fast_with_10k_routes_and_no_route_push(make_stac
 
 def test_generated_routes_carry_their_provenance_into_envoy(make_stack: StackFactory) -> None:
     stack = make_stack()
-    commit = stack.commit_routes({"team/orders.yaml": [route_doc("orders", {"match": {"path": "/o"}, "backends": [{"service": "svc-a", "port": 8080}]}, namespace="shop")]})
+    commit = stack.commit_routes({"team/orders.yaml": [route_doc("orders", {"auth": {"required": False}, "match": {"path": "/o"}, "backends": [{"service": "svc-a", "port": 8080}]}, namespace="shop")]})
     stack.start(wait_path="/o")
     assert stack.envoy is not None
     dump = stack.envoy.config_dump("dynamic_route_configs")

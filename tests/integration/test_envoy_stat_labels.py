@@ -28,8 +28,8 @@ def test_clusters_and_routes_are_prometheus_labels(make_stack: StackFactory) -> 
     stack.commit_routes(
         {
             "r.yaml": [
-                route_doc("echo", {"match": {"pathPrefix": "/echo"}, "backends": BACKEND}),
-                route_doc("orders.v2", {"hosts": ["api.example.com"], "match": {"pathPrefix": "/orders"}, "backends": BACKEND}),
+                route_doc("echo", {"auth": {"required": False}, "match": {"pathPrefix": "/echo"}, "backends": BACKEND}),
+                route_doc("orders.v2", {"auth": {"required": False}, "hosts": ["api.example.com"], "match": {"pathPrefix": "/orders"}, "backends": BACKEND}),
             ]
         }
     )

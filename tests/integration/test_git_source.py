@@ -21,7 +21,7 @@ def _git() -> None:
 
 
 def doc(name: str, path: str) -> dict[str, object]:
-    return route_doc(name, {"match": {"path": path}, "backends": [{"service": "svc", "port": 80}]})
+    return route_doc(name, {"auth": {"required": False}, "match": {"path": path}, "backends": [{"service": "svc", "port": 80}]})
 
 
 def make_source(

@@ -56,8 +56,8 @@ def test_over_the_connection_limit_low_priority_is_shed_and_critical_is_served(m
     stack = start_stack(
         make_stack,
         [
-            route_doc("batch", {"match": {"pathPrefix": "/batch"}, "backends": SERVICE, "priority": "low", "circuitBreaker": bulkhead}),
-            route_doc("critical", {"match": {"pathPrefix": "/critical"}, "backends": SERVICE, "priority": "critical"}),
+            route_doc("batch", {"auth": {"required": False}, "match": {"pathPrefix": "/batch"}, "backends": SERVICE, "priority": "low", "circuitBreaker": bulkhead}),
+            route_doc("critical", {"auth": {"required": False}, "match": {"pathPrefix": "/critical"}, "backends": SERVICE, "priority": "critical"}),
         ],
     )
     # 8 slow low-priority requests fill the service's DEFAULT pool; then 2 critical ones arrive.
@@ -82,9 +82,9 @@ def test_when_latency_climbs_low_priority_routes_are_shed_first(make_stack: Stac
     stack = start_stack(
         make_stack,
         [
-            route_doc("report", {"match": {"pathPrefix": "/report"}, "backends": SERVICE, "priority": "low"}),
-            route_doc("normal", {"match": {"pathPrefix": "/normal"}, "backends": SERVICE}),
-            route_doc("critical", {"match": {"pathPrefix": "/critical"}, "backends": SERVICE, "priority": "critical"}),
+            route_doc("report", {"auth": {"required": False}, "match": {"pathPrefix": "/report"}, "backends": SERVICE, "priority": "low"}),
+            route_doc("normal", {"auth": {"required": False}, "match": {"pathPrefix": "/normal"}, "backends": SERVICE}),
+            route_doc("critical", {"auth": {"required": False}, "match": {"pathPrefix": "/critical"}, "backends": SERVICE, "priority": "critical"}),
         ],
         loadShedding={"latencyTarget": "50ms", "maxConcurrency": 100},
     )

@@ -17,7 +17,7 @@ def test_node_groups_get_their_own_listener_and_status(make_stack: StackFactory)
     stack = make_stack(
         control_plane_extra={"nodeGroups": {"internal": {"listenerAddress": "127.0.0.1", "listenerPort": internal_port}}}
     )
-    stack.commit_routes({"a.yaml": [route_doc("a", {"match": {"path": "/a"}, "backends": [{"service": "svc-a", "port": 8080}]})]})
+    stack.commit_routes({"a.yaml": [route_doc("a", {"auth": {"required": False}, "match": {"path": "/a"}, "backends": [{"service": "svc-a", "port": 8080}]})]})
     stack.start(wait_path="/a")
     internal = stack.start_envoy("internal-0", cluster="internal")
     internal.wait_live()
@@ -25,7 +25,7 @@ def test_node_groups_get_their_own_listener_and_status(make_stack: StackFactory)
     assert internal.stats(filter="listener_manager.total_listeners_active")["listener_manager.total_listeners_active"] == 1
 
     # A route change reaches both groups.
-    stack.commit_routes({"a.yaml": [route_doc("a", {"match": {"path": "/a"}, "backends": [{"service": "svc-b", "port": 8080}]})]})
+    stack.commit_routes({"a.yaml": [route_doc("a", {"auth": {"required": False}, "match": {"path": "/a"}, "backends": [{"service": "svc-b", "port": 8080}]})]})
     stack.control_plane.sync()
     stack.wait_upstream("/a", "svc-b")
     wait_for(lambda: get(internal_port, "/a").upstream == "svc-b", 5, "the internal Envoy following the change")

@@ -29,7 +29,7 @@ def gatehouse_status(stack: GatewayStack, *args: str) -> subprocess.CompletedPro
 
 def test_status_shows_the_envoy_that_nacked_and_diffs_it_against_the_latest(make_stack: StackFactory) -> None:
     stack = make_stack(upstreams=("svc-a",))
-    stack.commit_routes({"r.yaml": [route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND})]})
+    stack.commit_routes({"r.yaml": [route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND})]})
     stack.start(wait_path="/a")
     # Same node group, stricter runtime: Envoy's regex program size limit of 5 (default 100).
     strict = stack.start_envoy("strict-0", runtime={"re2.max_program_size.error_level": 5})
@@ -40,8 +40,8 @@ def test_status_shows_the_envoy_that_nacked_and_diffs_it_against_the_latest(make
     stack.commit_routes(
         {
             "r.yaml": [
-                route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND}),
-                route_doc("huge", {"match": {"pathRegex": HUGE_REGEX}, "backends": BACKEND}),
+                route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND}),
+                route_doc("huge", {"auth": {"required": False}, "match": {"pathRegex": HUGE_REGEX}, "backends": BACKEND}),
             ]
         },
         "a regex the strict Envoy refuses",

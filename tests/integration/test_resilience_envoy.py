@@ -45,7 +45,7 @@ def two_hosts(make_stack: StackFactory, tmp_path: Path, **policy: Any) -> Iterat
     second = EchoUpstream.start("svc-a-2", log_dir=tmp_path / "logs")
     try:
         stack.set_endpoints({SERVICE: [stack.upstreams[SERVICE].address, second.address]})
-        route = {"match": {"pathPrefix": "/"}, "backends": [{"service": SERVICE, "port": 8080}], **policy}
+        route = {"match": {"pathPrefix": "/"}, "backends": [{"service": SERVICE, "port": 8080}], "auth": {"required": False}, **policy}
         stack.commit_routes({"r.yaml": [route_doc("svc", route)]})
         stack.start(wait_path="/x")
         yield stack, second
@@ -110,12 +110,12 @@ def _timed(client: Client, path: str) -> tuple[float, Reply]:
 def test_a_saturated_bulkhead_sheds_fast_while_another_service_keeps_its_latency(make_stack: StackFactory) -> None:
     stack = make_stack(upstreams=("svc-a", "svc-b"))
     stack.commit_routes({"r.yaml": [
-        route_doc("slow", {
+        route_doc("slow", {"auth": {"required": False},
             "match": {"pathPrefix": "/slow"},
             "backends": [{"service": "svc-a", "port": 8080}],
             "circuitBreaker": {"maxConnections": 1, "maxPendingRequests": 1, "maxRequests": 1},
         }),
-        route_doc("fast", {"match": {"pathPrefix": "/fast"}, "backends": [{"service": "svc-b", "port": 8080}]}),
+        route_doc("fast", {"auth": {"required": False}, "match": {"pathPrefix": "/fast"}, "backends": [{"service": "svc-b", "port": 8080}]}),
     ]})
     stack.start(wait_path="/fast")
     stack.wait_status("/slow", 200)
@@ -162,7 +162,7 @@ def test_a_commit_breaking_the_timeout_hierarchy_is_rejected(make_stack: StackFa
     stack = make_stack(upstreams=("svc-a",))
 
     def route(**timeouts: str) -> dict[str, Any]:
-        return route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": [{"service": "svc-a", "port": 8080}],
+        return route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": [{"service": "svc-a", "port": 8080}],
                                "timeouts": timeouts})
 
     good = stack.commit_routes({"a.yaml": [route(request="10s", perTry="2s")]})
@@ -180,7 +180,7 @@ def test_routes_contradicting_a_shared_cluster_are_quarantined_by_name(make_stac
     stack = make_stack(upstreams=("svc-a",))
 
     def route(name: str, path: str, connections: int) -> dict[str, Any]:
-        return route_doc(name, {"match": {"pathPrefix": path}, "backends": [{"service": "svc-a", "port": 8080}],
+        return route_doc(name, {"auth": {"required": False}, "match": {"pathPrefix": path}, "backends": [{"service": "svc-a", "port": 8080}],
                                 "circuitBreaker": {"maxConnections": connections}})
 
     stack.commit_routes({"a.yaml": [route("a", "/a", 2)], "b.yaml": [route("b", "/b", 3)]})

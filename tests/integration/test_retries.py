@@ -20,7 +20,7 @@ def test_retries_only_for_idempotent_methods(make_stack: StackFactory) -> None:
             "r.yaml": [
                 route_doc(
                     "flaky",
-                    {
+                    {"auth": {"required": False},
                         "match": {"pathPrefix": "/flaky"},
                         "backends": [{"service": "svc-a", "port": 8080}],
                         "retries": {"attempts": 2, "retryOn": ["503"]},
@@ -62,7 +62,7 @@ def test_a_reset_is_retried_for_get_and_for_post_only_with_the_idempotency_key(m
     stack = make_stack(upstreams=("svc-a",))
     retries = {"attempts": 2, "retryOn": ["reset"], "idempotencyKeyHeader": "idempotency-key"}
     stack.commit_routes(
-        {"r.yaml": [route_doc("r", {"match": {"pathPrefix": "/r"}, "backends": [{"service": "svc-a", "port": 8080}], "retries": retries})]}
+        {"r.yaml": [route_doc("r", {"auth": {"required": False}, "match": {"pathPrefix": "/r"}, "backends": [{"service": "svc-a", "port": 8080}], "retries": retries})]}
     )
     stack.start(wait_path="/r")
 
@@ -83,7 +83,7 @@ def test_the_retry_budget_caps_amplification_in_a_full_outage(make_stack: StackF
     stack = make_stack(upstreams=("svc-a",))
     retries = {"attempts": 3, "retryOn": ["503"]}
     stack.commit_routes(
-        {"r.yaml": [route_doc("r", {"match": {"pathPrefix": "/r"}, "backends": [{"service": "svc-a", "port": 8080}], "retries": retries})]}
+        {"r.yaml": [route_doc("r", {"auth": {"required": False}, "match": {"pathPrefix": "/r"}, "backends": [{"service": "svc-a", "port": 8080}], "retries": retries})]}
     )
     stack.start(wait_path="/r")
     requests = 60

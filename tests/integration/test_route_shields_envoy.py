@@ -32,7 +32,7 @@ def test_post_is_retried_only_with_the_idempotency_key(make_stack: StackFactory)
             "r.yaml": [
                 route_doc(
                     "keyed",
-                    {
+                    {"auth": {"required": False},
                         "match": {"pathPrefix": "/keyed"},
                         "backends": BACKEND,
                         "retries": {"attempts": 2, "retryOn": ["503"], "idempotencyKeyHeader": "idempotency-key"},
@@ -62,18 +62,18 @@ def test_ip_allow_and_deny_lists_answer_403(make_stack: StackFactory) -> None:
     stack.commit_routes(
         {
             "r.yaml": [
-                route_doc("open", {"match": {"pathPrefix": "/open"}, "backends": BACKEND}),
+                route_doc("open", {"auth": {"required": False}, "match": {"pathPrefix": "/open"}, "backends": BACKEND}),
                 route_doc(
                     "denied",
-                    {"match": {"pathPrefix": "/denied"}, "backends": BACKEND, "access": {"deny": ["127.0.0.1/32"]}},
+                    {"auth": {"required": False}, "match": {"pathPrefix": "/denied"}, "backends": BACKEND, "access": {"deny": ["127.0.0.1/32"]}},
                 ),
                 route_doc(
                     "internal",
-                    {"match": {"pathPrefix": "/internal"}, "backends": BACKEND, "access": {"allow": ["10.0.0.0/8"]}},
+                    {"auth": {"required": False}, "match": {"pathPrefix": "/internal"}, "backends": BACKEND, "access": {"allow": ["10.0.0.0/8"]}},
                 ),
                 route_doc(
                     "loopback",
-                    {
+                    {"auth": {"required": False},
                         "match": {"pathPrefix": "/loopback"},
                         "backends": BACKEND,
                         "access": {"allow": ["127.0.0.0/8"], "deny": ["10.0.0.0/8"]},
@@ -101,10 +101,10 @@ def test_the_shield_answers_429_without_reaching_the_upstream(make_stack: StackF
     stack.commit_routes(
         {
             "r.yaml": [
-                route_doc("open", {"match": {"pathPrefix": "/open"}, "backends": BACKEND}),
+                route_doc("open", {"auth": {"required": False}, "match": {"pathPrefix": "/open"}, "backends": BACKEND}),
                 route_doc(
                     "shielded",
-                    {
+                    {"auth": {"required": False},
                         "match": {"pathPrefix": "/shielded"},
                         "backends": BACKEND,
                         "shield": {"requestsPerSecond": 1, "burst": 3},

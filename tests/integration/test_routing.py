@@ -23,11 +23,11 @@ def test_most_specific_route_wins(make_stack: StackFactory, protocol: str) -> No
         {
             # Written least specific first, to show order in the file does not matter.
             "orders.yaml": [
-                route_doc("prefix", {"match": {"pathPrefix": "/api/"}, "backends": [backend("prefix")]}),
-                route_doc("catch-all", {"match": {"path": "/api/v2/orders/**"}, "backends": [backend("catch-all")]}),
-                route_doc("regex", {"match": {"pathRegex": "/api/v2/orders/[0-9]+/invoice"}, "backends": [backend("regex")]}),
-                route_doc("by-id", {"match": {"path": "/api/v2/orders/{id}"}, "backends": [backend("by-id")]}),
-                route_doc("bulk", {"match": {"path": "/api/v2/orders/bulk"}, "backends": [backend("bulk")]}),
+                route_doc("prefix", {"auth": {"required": False}, "match": {"pathPrefix": "/api/"}, "backends": [backend("prefix")]}),
+                route_doc("catch-all", {"auth": {"required": False}, "match": {"path": "/api/v2/orders/**"}, "backends": [backend("catch-all")]}),
+                route_doc("regex", {"auth": {"required": False}, "match": {"pathRegex": "/api/v2/orders/[0-9]+/invoice"}, "backends": [backend("regex")]}),
+                route_doc("by-id", {"auth": {"required": False}, "match": {"path": "/api/v2/orders/{id}"}, "backends": [backend("by-id")]}),
+                route_doc("bulk", {"auth": {"required": False}, "match": {"path": "/api/v2/orders/bulk"}, "backends": [backend("bulk")]}),
             ]
         }
     )
@@ -52,7 +52,7 @@ def test_rewrites_methods_headers_and_direct_response(make_stack: StackFactory) 
             "r.yaml": [
                 route_doc(
                     "template-rewrite",
-                    {
+                    {"auth": {"required": False},
                         "match": {"path": "/v2/users/{id}/orders/**"},
                         "backends": [backend("svc-a")],
                         "rewrite": {"prefix": "/internal/users"},
@@ -64,7 +64,7 @@ def test_rewrites_methods_headers_and_direct_response(make_stack: StackFactory) 
                 ),
                 route_doc(
                     "regex-rewrite",
-                    {
+                    {"auth": {"required": False},
                         "match": {"pathPrefix": "/legacy/"},
                         "backends": [backend("svc-a")],
                         "rewrite": {"regex": "^/legacy/(.*)$", "substitution": "/modern/\\1"},
@@ -72,17 +72,17 @@ def test_rewrites_methods_headers_and_direct_response(make_stack: StackFactory) 
                 ),
                 route_doc(
                     "get-only",
-                    {"match": {"path": "/method", "methods": ["GET"]}, "backends": [backend("svc-a")]},
+                    {"auth": {"required": False}, "match": {"path": "/method", "methods": ["GET"]}, "backends": [backend("svc-a")]},
                 ),
                 route_doc(
                     "mobile",
-                    {
+                    {"auth": {"required": False},
                         "match": {"path": "/client", "headers": [{"name": "x-client", "exact": "mobile"}]},
                         "backends": [backend("svc-b")],
                     },
                 ),
-                route_doc("any-client", {"match": {"path": "/client"}, "backends": [backend("svc-a")]}),
-                route_doc("gone", {"match": {"path": "/gone"}, "disabled": {"status": 410, "body": "gone for good"}}),
+                route_doc("any-client", {"auth": {"required": False}, "match": {"path": "/client"}, "backends": [backend("svc-a")]}),
+                route_doc("gone", {"auth": {"required": False}, "match": {"path": "/gone"}, "disabled": {"status": 410, "body": "gone for good"}}),
             ]
         }
     )
@@ -108,7 +108,7 @@ def test_rewrites_methods_headers_and_direct_response(make_stack: StackFactory) 
 def test_weighted_split_and_zero_weight(make_stack: StackFactory) -> None:
     stack = make_stack(upstreams=("stable", "canary"))
     weights = [backend("stable", 95), backend("canary", 5)]
-    stack.commit_routes({"split.yaml": [route_doc("split", {"match": {"pathPrefix": "/split"}, "backends": weights})]})
+    stack.commit_routes({"split.yaml": [route_doc("split", {"auth": {"required": False}, "match": {"pathPrefix": "/split"}, "backends": weights})]})
     stack.start(wait_path="/split")
 
     client = stack.client()
@@ -119,7 +119,7 @@ def test_weighted_split_and_zero_weight(make_stack: StackFactory) -> None:
     assert abs(canary_share - 0.05) <= 0.02, f"canary got {canary_share:.3f} of traffic, expected 0.05 ± 0.02"
 
     zero = [backend("stable", 100), backend("canary", 0)]
-    stack.commit_routes({"split.yaml": [route_doc("split", {"match": {"pathPrefix": "/split"}, "backends": zero})]})
+    stack.commit_routes({"split.yaml": [route_doc("split", {"auth": {"required": False}, "match": {"pathPrefix": "/split"}, "backends": zero})]})
     stack.control_plane.sync()
     # The new weights are live once Envoy's route table no longer names the canary (a zero
     # weight is left out). Waiting for a burst of 50 all-"stable" answers was not enough: the
@@ -137,18 +137,18 @@ def test_hosts_wildcards_globs_and_root_rewrites(make_stack: StackFactory) -> No
     stack.commit_routes(
         {
             "hosts.yaml": [
-                route_doc("api", {"hosts": ["api.example.com"], "match": {"path": "/only-api"}, "backends": [backend("api")]}),
-                route_doc("wild", {"hosts": ["*.example.com"], "match": {"pathPrefix": "/w"}, "backends": [backend("wild")]}),
+                route_doc("api", {"auth": {"required": False}, "hosts": ["api.example.com"], "match": {"path": "/only-api"}, "backends": [backend("api")]}),
+                route_doc("wild", {"auth": {"required": False}, "hosts": ["*.example.com"], "match": {"pathPrefix": "/w"}, "backends": [backend("wild")]}),
                 route_doc(
                     "users",
-                    {
+                    {"auth": {"required": False},
                         "match": {"path": "/users/{id}/**"},
                         "backends": [backend("anyhost")],
                         "rewrite": {"prefix": "/people"},
                         "headers": {"request": {"set": {"x-user-id": ""}}},
                     },
                 ),
-                route_doc("root", {"match": {"path": "/static/**"}, "backends": [backend("anyhost")], "rewrite": {"prefix": "/"}}),
+                route_doc("root", {"auth": {"required": False}, "match": {"path": "/static/**"}, "backends": [backend("anyhost")], "rewrite": {"prefix": "/"}}),
             ]
         }
     )

@@ -82,7 +82,7 @@ def test_status_page_shows_a_nack_with_its_route_and_clears_it_after_the_fix(
     browser: Any, make_stack: StackFactory, redis: RedisServer, tmp_path: Path
 ) -> None:
     stack = make_stack(envoy_runtime=STRICT_REGEX, upstreams=("svc-a",))
-    first = stack.commit_routes({"a.yaml": [route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND})]})
+    first = stack.commit_routes({"a.yaml": [route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND})]})
     stack.start(wait_path="/a")
     ratelimit = RateLimitServiceProcess(tmp_path / "rl", redis_url=redis.url, name="ratelimit-0")
     ratelimit.start(stack.control_plane.xds_port)
@@ -109,7 +109,7 @@ def test_status_page_shows_a_nack_with_its_route_and_clears_it_after_the_fix(
             assert "ratelimit-0" not in page["envoys"], "an xDS client that asks for no Envoy type is a service"
 
             stack.commit_routes(
-                {"huge.yaml": [route_doc("huge", {"match": {"pathRegex": HUGE_REGEX}, "backends": BACKEND})]},
+                {"huge.yaml": [route_doc("huge", {"auth": {"required": False}, "match": {"pathRegex": HUGE_REGEX}, "backends": BACKEND})]},
                 "a regex this Envoy refuses",
             )
             stack.control_plane.sync()
@@ -148,19 +148,19 @@ NAME_PAYLOAD = "<img src=y onerror=window.__xssName=1>"
 
 def test_markup_in_file_names_nack_messages_and_rejected_names_shows_as_text(browser: Any, make_stack: StackFactory, tmp_path: Path) -> None:
     stack = make_stack(envoy_runtime=STRICT_REGEX, upstreams=("svc-a",))
-    stack.commit_routes({"a.yaml": [route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND})]})
+    stack.commit_routes({"a.yaml": [route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND})]})
     stack.start(wait_path="/a")
     with screenshot_on_failure(browser, tmp_path):
         # A file name becomes the route's origin; the regex is quoted in Envoy's NACK message.
         stack.commit_routes(
-            {f"{IMG_PAYLOAD}.yaml": [route_doc("x", {"match": {"pathRegex": "/x/" + SCRIPT_PAYLOAD}, "backends": BACKEND})]},
+            {f"{IMG_PAYLOAD}.yaml": [route_doc("x", {"auth": {"required": False}, "match": {"pathRegex": "/x/" + SCRIPT_PAYLOAD}, "backends": BACKEND})]},
             "markup in a file name and a regex",
         )
         stack.control_plane.sync()
         browser.get(stack.control_plane.admin_url + "/?refresh=0.5")
         page = wait_page(browser, lambda p: bool(p["nacks"]), "the NACK of the regex route")
         # An invalid name is quoted in the problems of the commit that is rejected.
-        stack.commit_routes({"bad-name.yaml": [route_doc(NAME_PAYLOAD, {"match": {"pathPrefix": "/b"}, "backends": BACKEND})]}, "bad name")
+        stack.commit_routes({"bad-name.yaml": [route_doc(NAME_PAYLOAD, {"auth": {"required": False}, "match": {"pathPrefix": "/b"}, "backends": BACKEND})]}, "bad name")
         stack.control_plane.sync()
         page = wait_page(browser, lambda p: NAME_PAYLOAD in p["sources"]["routes"][6], "the rejected commit's problem")
 
@@ -186,8 +186,8 @@ def test_a_route_without_its_reference_grant_shows_resolved_refs_false(browser: 
     stack = make_stack(upstreams=("svc-a",))
     stack.commit_routes({
         "a.yaml": [
-            route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND}),
-            route_doc("steal", {"match": {"pathPrefix": "/steal"}, "backends": [{"service": "svc-a", "port": 8080, "namespace": "shop"}]}, namespace="evil"),
+            route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND}),
+            route_doc("steal", {"auth": {"required": False}, "match": {"pathPrefix": "/steal"}, "backends": [{"service": "svc-a", "port": 8080, "namespace": "shop"}]}, namespace="evil"),
         ],
     })  # fmt: skip
     stack.start(wait_path="/a")

@@ -51,7 +51,7 @@ def tls_stack(make_stack: StackFactory, tmp_path: Path) -> tuple[GatewayStack, P
     # Relative paths resolve from the config file's directory, like every other path there.
     relative_key = os.path.relpath(key, stack.control_plane.config_path.parent)
     stack.configure_gateway(tls={"certFile": str(cert), "keyFile": relative_key})
-    route = route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})
+    route = route_doc("tls", {"auth": {"required": False}, "match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})
     stack.commit_routes({"r.yaml": [route]})
     stack.start()
     tls12 = client_context(cert, minimum=ssl.TLSVersion.TLSv1_2, maximum=ssl.TLSVersion.TLSv1_3)
@@ -140,7 +140,7 @@ def test_a_rotated_secret_volume_is_served_without_a_restart(make_stack: StackFa
     first = secret_volume_version(volume, "..2026_12_03_v1")
     stack = make_stack(upstreams=(SERVICE,), delta=protocol == "delta")
     stack.configure_gateway(tls={"certFile": str(volume / "tls.crt"), "keyFile": str(volume / "tls.key")})
-    stack.commit_routes({"r.yaml": [route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
+    stack.commit_routes({"r.yaml": [route_doc("tls", {"auth": {"required": False}, "match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
     stack.start()
 
     def presents(cert: Path) -> bool:
@@ -165,7 +165,7 @@ def test_a_missing_certificate_is_an_sds_nack_naming_the_path(make_stack: StackF
     missing = tmp_path / "nowhere"
     stack = make_stack(upstreams=(SERVICE,))
     stack.configure_gateway(tls={"certFile": str(missing / "tls.crt"), "keyFile": str(missing / "tls.key")})
-    stack.commit_routes({"r.yaml": [route_doc("tls", {"match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
+    stack.commit_routes({"r.yaml": [route_doc("tls", {"auth": {"required": False}, "match": {"pathPrefix": "/tls"}, "backends": [{"service": SERVICE, "port": 8080}]})]})
     stack.start(wait_path=None)
 
     def nacked() -> list[dict[str, object]]:

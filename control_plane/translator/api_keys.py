@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from control_plane.model.route import Route
 from control_plane.model.schema import Auth
+from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.check_headers import API_KEY_HEADER
 from control_plane.translator.settings import GatewaySettings
@@ -55,6 +56,10 @@ class ApiKeysFeature(HttpFeature):
     """Not a filter: refuses keys no check would read, keeps the key from the upstream."""
 
     name = FEATURE
+
+    def check_policy(self, route: Route, settings: GatewaySettings, plan: CheckPlan, policy: policy_pb2.RoutePolicy) -> None:
+        if route.spec.auth.required:
+            api_key_requirements(policy.auth, route.spec.auth)
 
     def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
         return refusals(route, settings)

@@ -21,23 +21,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.cache.resource import Resource
-from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
-from control_plane.translator.api_keys import api_key_requirements
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import IDENTITY_HEADERS, ROUTE_HEADER
-from control_plane.translator.check_headers import FORWARDED_HEADERS, HTTP_FORWARDED_HEADERS, forwarded_to_check
-from control_plane.translator.check_plan import Decider, check_plan
-from control_plane.translator.ratelimit import route_policy
-from control_plane.translator.waiting_room import waiting_room_policy
-from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER, add_upstream_token
+from control_plane.translator.check_headers import FORWARDED_HEADERS, HTTP_FORWARDED_HEADERS
+from control_plane.translator.check_plan import CheckPlan, Decider, check_plan
+from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
 from servicekit.durations import format_duration_ms
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from control_plane.translator.settings import ExtAuthzSettings as ExtAuthzSettings
 from control_plane.translator.settings import GatewaySettings, RateLimitSettings
-from control_plane.translator.validation import body_check_settings, rules_of, validation_policy
+from control_plane.translator.validation import body_check_settings
 
 EXT_AUTHZ_FILTER = "envoy.filters.http.ext_authz"
 # The second ext_authz filter, for public routes' limits: off in the chain, on per route.
@@ -128,39 +123,15 @@ def ext_authz_cluster(settings: ExtAuthzSettings) -> dict[str, Any]:
     return grpc_service_cluster(EXT_AUTHZ_CLUSTER, settings.addresses)
 
 
-def http_route_policy(route: Route, settings: GatewaySettings) -> Resource:
-    """The route's rules for the HTTP check: requirements, and its limits when the
-    gateway enforces rate limits; ValueError (the route is quarantined) for a header key
-    Envoy would not forward."""
-    assert settings.ext_authz is not None
-    enforced = settings.rate_limit is not None and route.spec.disabled is None
-    limits = route.spec.rate_limits if enforced else []
-    public = not route.spec.auth.required
-    forwarded = forwarded_to_check(settings.ext_authz)
-    for index, limit in enumerate(limits):
-        header = limit.key.removeprefix("header:")
-        if limit.key.startswith("header:") and header.lower() not in forwarded:
-            raise ValueError(
-                f"rateLimits[{index}].key: {limit.key}: the authorization check would never see this header; "
-                f"add {header} to extAuthz.forwardHeaders"
-            )
-    policy = route_policy(route) if limits else policy_pb2.RoutePolicy(route=route.id)
-    if route.spec.waiting_room is not None and route.spec.disabled is None:
-        policy.waiting_room.CopyFrom(waiting_room_policy(route.spec.waiting_room))
+def requirements(route: Route, policy: policy_pb2.RoutePolicy) -> None:
+    """The route's requirements in its policy: ``auth.public``, or what a token must carry."""
     auth = route.spec.auth
-    policy.auth.SetInParent()
-    rules = rules_of(route)
-    if rules is not None:
-        policy.validation.CopyFrom(validation_policy(rules))
-    if public:
+    if not auth.required:
         policy.auth.public = True
-        return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
+        return
     policy.auth.audiences.extend(auth.audiences)
     policy.auth.scopes.extend(auth.scopes)
     policy.auth.roles.extend(auth.roles)
-    api_key_requirements(policy.auth, auth)
-    add_upstream_token(policy, route)
-    return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
 
 
 def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str, Any] | None:
@@ -215,8 +186,8 @@ class ExtAuthz(HttpFeature):
     def clusters(self, settings: GatewaySettings) -> list[dict[str, Any]]:
         return [] if settings.ext_authz is None else [ext_authz_cluster(settings.ext_authz)]
 
-    def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
-        return (http_route_policy(route, settings),) if check_plan(route, settings).http_call else ()
+    def check_policy(self, route: Route, settings: GatewaySettings, plan: CheckPlan, policy: policy_pb2.RoutePolicy) -> None:
+        requirements(route, policy)
 
     def removed_upstream(self, route: Route, settings: GatewaySettings) -> list[str]:
         # The route id was for the check, not for the upstream.

@@ -22,7 +22,9 @@ from typing import Any, Protocol
 
 from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
+from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.settings import GatewaySettings
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 
 class HttpFeature(Protocol):
@@ -57,6 +59,11 @@ class HttpFeature(Protocol):
     def route_resources(self, route: Route, settings: GatewaySettings) -> tuple[Resource, ...]:
         """Resources of another xDS type that the route brings (its rate-limit policy)."""
         return ()
+
+    def check_policy(self, route: Route, settings: GatewaySettings, plan: CheckPlan, policy: policy_pb2.RoutePolicy) -> None:
+        """Write what the HTTP check needs of this feature into the route's policy
+        (``check_policy``; only for routes an HTTP check is asked about, ``plan.http_call``)."""
+        return None
 
     def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
         """Why this gateway cannot enforce what the route asks of this feature, each naming

@@ -22,6 +22,7 @@ from control_plane.model.fall_through import FallThroughs
 from control_plane.model.ordering import SortKey, specificity_key
 from control_plane.model.route import Route
 from control_plane.translator.breaker_phases import NO_BREAKERS, effective_phase, fallback_refs
+from control_plane.translator.check_policy import check_policy
 from control_plane.translator.clusters import ClusterPolicy, cluster, cluster_policies
 from control_plane.translator.edge import edge_resources
 from control_plane.translator.endpoints import Endpoint, EndpointTable, load_assignment
@@ -91,6 +92,9 @@ def _translate_route(
         for entry in route_entries(route, settings, breaker, now)
     )
     resources = tuple(r for feature in HTTP_FEATURES for r in feature.route_resources(route, settings))
+    policy = check_policy(route, settings, HTTP_FEATURES)
+    if policy is not None:
+        resources = (policy, *resources)
     return _Translated(
         encoded, specificity_key(route), tuple(cluster_refs(route)), resources, tuple(fallback_refs(route))
     )

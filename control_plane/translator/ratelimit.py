@@ -22,8 +22,8 @@ from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
 from control_plane.model.schema import RateLimit
-from control_plane.translator.check_headers import API_KEY_HEADER
-from control_plane.translator.check_plan import Decider, check_plan
+from control_plane.translator.check_headers import API_KEY_HEADER, forwarded_to_check
+from control_plane.translator.check_plan import CheckPlan, Decider, check_plan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
@@ -113,12 +113,34 @@ def _without_limiter(route: Route, settings: GatewaySettings) -> bool:
     return bool(route.spec.rate_limits) and route.spec.disabled is None and settings.rate_limit is None
 
 
+def _unseen_header_keys(route: Route, settings: GatewaySettings) -> list[str]:
+    """A ``header:<name>`` key on a route whose limits the main check decides, for a header
+    Envoy never sends it: the limit could never count."""
+    authz = settings.ext_authz
+    if authz is None or check_plan(route, settings).limits is not Decider.MAIN_CHECK:
+        return []
+    forwarded = forwarded_to_check(authz)
+    unseen = []
+    for index, limit in enumerate(route.spec.rate_limits):
+        header = limit.key.removeprefix("header:")
+        if limit.key.startswith("header:") and header.lower() not in forwarded:
+            unseen.append(
+                f"rateLimits[{index}].key: {limit.key}: the authorization check would never see this header; "
+                f"add {header} to extAuthz.forwardHeaders"
+            )
+    return unseen
+
+
 class GlobalRateLimit(HttpFeature):
     name = RATELIMIT_FILTER
 
+    def check_policy(self, route: Route, settings: GatewaySettings, plan: CheckPlan, policy: policy_pb2.RoutePolicy) -> None:
+        if plan.limits in (Decider.MAIN_CHECK, Decider.PUBLIC_LIMITS):
+            policy.limits.extend(_limit(route, index, limit) for index, limit in enumerate(route.spec.rate_limits))
+
     def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
         if not _without_limiter(route, settings) or settings.serve_unlimited:
-            return []
+            return _unseen_header_keys(route, settings)
         return [
             "rateLimits: this gateway has no rate-limit service to count them; configure rateLimit in the control "
             "plane (Helm: rateLimit.enabled=true with a Redis), or set rateLimitsWithoutLimiter: serveUnlimited "

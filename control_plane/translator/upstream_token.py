@@ -12,6 +12,7 @@ is refused with the reason, and every other route keeps serving.
 from __future__ import annotations
 
 from control_plane.model.route import Route
+from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -35,6 +36,10 @@ class UpstreamTokenCheck(HttpFeature):
     """No filter of its own: it refuses a swap route the gateway cannot honour."""
 
     name = "gatehouse.upstream_token"
+
+    def check_policy(self, route: Route, settings: GatewaySettings, plan: CheckPlan, policy: policy_pb2.RoutePolicy) -> None:
+        if route.spec.auth.required:
+            add_upstream_token(policy, route)
 
     def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
         rule = route.spec.auth.upstream_token

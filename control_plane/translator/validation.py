@@ -26,6 +26,7 @@ from typing import Any
 from control_plane.model.route import Route
 from control_plane.model.validation import Validation
 from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS, forwarded_to_check
+from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -93,6 +94,11 @@ class RequestValidation(HttpFeature):
     this hook only refuses a route whose rules Envoy could not deliver."""
 
     name = "gatehouse.request_validation"
+
+    def check_policy(self, route: Route, settings: GatewaySettings, plan: CheckPlan, policy: policy_pb2.RoutePolicy) -> None:
+        rules = rules_of(route)
+        if rules is not None:
+            policy.validation.CopyFrom(validation_policy(rules))
 
     def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
         return refusals(route, settings)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from control_plane.model.route import Route
 from control_plane.model.waiting_room import WaitingRoom
+from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -53,6 +54,11 @@ def refusals(route: Route, settings: GatewaySettings) -> list[str]:
 
 class WaitingRoomFeature(HttpFeature):
     name = FEATURE
+
+    def check_policy(self, route: Route, settings: GatewaySettings, plan: CheckPlan, policy: policy_pb2.RoutePolicy) -> None:
+        room = route.spec.waiting_room
+        if room is not None and route.spec.disabled is None:
+            policy.waiting_room.CopyFrom(waiting_room_policy(room))
 
     def refusals(self, route: Route, settings: GatewaySettings) -> list[str]:
         return refusals(route, settings)

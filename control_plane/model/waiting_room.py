@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from servicekit.durations import Duration, Millis, human_duration_ms
 from servicekit.model import Model
+from control_plane.model.shared_types import cel
 
 MAX_ADMIT_PER_SECOND = 100_000
 MAX_WAITING = 1_000_000
@@ -29,17 +30,12 @@ class WaitingRoom(Model):
     ``admitPerSecond ÷ expected instances`` per instance (no queue), ``open`` admits
     everyone, ``closed`` answers 503."""
 
-    # The CRD's CEL form of the ticketTtl bound (as schema.cel writes it; schema imports this module).
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.ticketTtl) || (duration(self.ticketTtl) >= duration('5s')"
-                    " && duration(self.ticketTtl) <= duration('1h'))",
-                    "message": "ticketTtl must be from 5s to 1h",
-                }
-            ]
-        }
+    model_config = cel(
+        (
+            "!has(self.ticketTtl) || (duration(self.ticketTtl) >= duration('5s')"
+            " && duration(self.ticketTtl) <= duration('1h'))",
+            "ticketTtl must be from 5s to 1h",
+        ),
     )
 
     admit_per_second: Annotated[int, Field(ge=1, le=MAX_ADMIT_PER_SECOND)]

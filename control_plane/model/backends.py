@@ -26,7 +26,8 @@ BACKENDS_SPEC_RULES = (
         "at least one backend is required (or set disabled)",
     ),
     (
-        "!has(self.backends) || size(self.backends) == 0 || self.backends.exists(b, !has(b.weight) || b.weight > 0)",
+        "has(self.disabled) || !has(self.backends) || size(self.backends) == 0"
+        " || self.backends.exists(b, !has(b.weight) || b.weight > 0)",
         "at least one backend needs a weight above 0",
     ),
 )

@@ -10,16 +10,25 @@ from servicekit.durations import Duration, Millis, human_duration_ms
 from servicekit.model import Model
 from control_plane.model.shared_types import PathPrefix, cel
 
+DEFAULT_INTERVAL_MS = 5_000
+DEFAULT_TIMEOUT_MS = 1_000
+
 
 class HealthCheck(Model):
     """Active HTTP health checks: GET ``path`` every ``interval``; 200 is healthy."""
 
-    model_config = cel(("!has(self.timeout) || !has(self.interval) || duration(self.timeout) <= duration(self.interval)",
-                        "timeout must not exceed interval"))
+    # Unset fields compare as their defaults, as in Python.
+    model_config = cel(
+        (
+            f"(has(self.timeout) ? duration(self.timeout) : duration('{human_duration_ms(DEFAULT_TIMEOUT_MS)}'))"
+            f" <= (has(self.interval) ? duration(self.interval) : duration('{human_duration_ms(DEFAULT_INTERVAL_MS)}'))",
+            "timeout must not exceed interval",
+        ),
+    )
 
     path: Annotated[PathPrefix, Field(max_length=1024)]
-    interval: Duration = Millis(5000)
-    timeout: Duration = Millis(1000)
+    interval: Duration = Millis(DEFAULT_INTERVAL_MS)
+    timeout: Duration = Millis(DEFAULT_TIMEOUT_MS)
     healthy_threshold: Annotated[int, Field(ge=1, le=1000)] = 2
     unhealthy_threshold: Annotated[int, Field(ge=1, le=1000)] = 3
 

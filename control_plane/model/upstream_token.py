@@ -24,7 +24,10 @@ UPSTREAM_TOKEN_PUBLIC = "upstreamToken: a public route (required: false) has no 
 
 
 class TokenExchange(Model):
-    model_config = cel(("self.url.startsWith('https://') || self.url.startsWith('http://')", "url must be an http(s) URL"))
+    # The scheme in any case, as urlsplit reads it.
+    model_config = cel(
+        ("self.url.lowerAscii().startsWith('https://') || self.url.lowerAscii().startsWith('http://')", "url must be an http(s) URL"),
+    )
 
     url: Annotated[str, Field(min_length=8, max_length=MAX_URL_CHARS)]
 

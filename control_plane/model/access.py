@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
 from servicekit.model import Model
+from control_plane.model.declared_rules import AnyListed, enforce
 from control_plane.model.shared_types import cel, unique
 
 
@@ -28,6 +29,8 @@ Cidr = Annotated[
     WithJsonSchema({"type": "string", "maxLength": 64, "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}),
 ]
 
+_LISTED = AnyListed(("allow", "deny"), "access: set allow or deny (or both)")
+
 
 class Access(Model):
     """IP allow and deny lists on the client's direct address (Envoy RBAC); denied → 403.
@@ -36,16 +39,12 @@ class Access(Model):
     and the address is in none of its blocks.
     """
 
-    model_config = cel(
-        ("(has(self.allow) && size(self.allow) > 0) || (has(self.deny) && size(self.deny) > 0)",
-         "access: set allow or deny (or both)"),
-    )
+    model_config = cel(_LISTED)
 
     allow: Annotated[list[Cidr], AfterValidator(unique), Field(max_length=256)] = []
     deny: Annotated[list[Cidr], AfterValidator(unique), Field(max_length=256)] = []
 
     @model_validator(mode="after")
     def _not_empty(self) -> Access:
-        if not self.allow and not self.deny:
-            raise ValueError("access: set allow or deny (or both)")
+        enforce(self, (_LISTED,))
         return self

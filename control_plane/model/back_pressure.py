@@ -7,8 +7,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
-from servicekit.durations import Duration, Millis, human_duration_ms
+from servicekit.durations import Duration, Millis
 from servicekit.model import Model
+from control_plane.model.declared_rules import DurationWithin, enforce
 from control_plane.model.shared_types import STATUS_CODE, cel, status_code_as_text, unique
 
 
@@ -20,6 +21,8 @@ def _back_pressure_failure(value: str) -> str:
     if value in BACK_PRESSURE_FAILURES or (STATUS_CODE.match(value) and 400 <= int(value) <= 599):
         return value
     raise ValueError(f"{value!r} is not 5xx or a status code from 400 to 599")
+
+_WINDOW = DurationWithin("window", 1000, 600_000)
 
 
 class BackPressure(Model):
@@ -33,12 +36,7 @@ class BackPressure(Model):
     resets and timeouts always do. Counted per backend service port and per Envoy worker,
     so routes to the same service port must agree on it."""
 
-    model_config = cel(
-        (
-            "!has(self.window) || (duration(self.window) >= duration('1s') && duration(self.window) <= duration('10m'))",
-            "window must be from 1s to 10m",
-        ),
-    )
+    model_config = cel(_WINDOW)
 
     success_rate_threshold: Annotated[int, Field(ge=1, le=100)] = 95
     window: Duration = Millis(30_000)
@@ -58,6 +56,5 @@ class BackPressure(Model):
 
     @model_validator(mode="after")
     def _window(self) -> BackPressure:
-        if not 1000 <= self.window <= 600_000:
-            raise ValueError(f"window ({human_duration_ms(self.window)}) must be from 1s to 10m")
+        enforce(self, (_WINDOW,))
         return self

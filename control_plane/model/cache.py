@@ -8,16 +8,17 @@ from typing import Protocol
 
 from pydantic import model_validator
 
-from servicekit.durations import Duration, human_duration_ms
+from servicekit.durations import Duration
 from servicekit.model import Model
 from control_plane.model.auth import Auth
 from control_plane.model.backends import Backend
+from control_plane.model.declared_rules import DurationWithin, enforce
 from control_plane.model.disabled import Disabled
 from control_plane.model.headers import HeaderRules
 from control_plane.model.match import Match
 from control_plane.model.retries import Retries
 from control_plane.model.rewrite import Rewrite
-from control_plane.model.shared_types import cel
+from control_plane.model.shared_types import cel, cel_list
 from control_plane.model.timeouts import Timeouts
 
 CACHE_TTL_MIN_MS = 1_000
@@ -27,6 +28,7 @@ CACHE_NEEDS_VARY_BY_USER = (
     "another user; set cache.varyByUser: true (one entry per verified user) or auth.required: false"
 )
 VARY_BY_USER_NEEDS_AUTH = "cache.varyByUser: this route is public (auth.required: false); there is no verified user to key by"
+_TTL = DurationWithin("ttl", CACHE_TTL_MIN_MS, CACHE_TTL_MAX_MS, required=True)
 
 
 class Cache(Model):
@@ -38,20 +40,14 @@ class Cache(Model):
     one entry per URL and verified user id (``x-user-id``), so one user's answer never
     reaches another (control_plane/translator/response_cache.py says how)."""
 
-    model_config = cel(
-        (
-            "duration(self.ttl) >= duration('1s') && duration(self.ttl) <= duration('24h')",
-            "ttl must be from 1s to 24h",
-        ),
-    )
+    model_config = cel(_TTL)
 
     ttl: Duration
     vary_by_user: bool = False
 
     @model_validator(mode="after")
     def _ttl(self) -> Cache:
-        if not CACHE_TTL_MIN_MS <= self.ttl <= CACHE_TTL_MAX_MS:
-            raise ValueError(f"ttl ({human_duration_ms(self.ttl)}) must be from 1s to 24h")
+        enforce(self, (_TTL,))
         return self
 
 
@@ -71,7 +67,7 @@ CACHE_SPEC_RULES = (
     ),
     (
         "!has(self.cache) || !has(self.match.methods) || size(self.match.methods) == 0"
-        " || self.match.methods.exists(m, m in ['GET', 'HEAD'])",
+        f" || self.match.methods.exists(m, m in {cel_list(CACHE_METHODS)})",
         "cache: only GET and HEAD answers are cached; this route matches neither",
     ),
     (

@@ -10,16 +10,16 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
-from servicekit.durations import Duration, Millis, human_duration_ms
+from servicekit.durations import Duration, Millis
 from servicekit.model import Model
 from control_plane.model.backends import Backend
+from control_plane.model.declared_rules import DurationWithin, ExactlyOne, Requires, enforce
 from control_plane.model.shared_types import (
     STATUS_CODE,
     HeaderValue,
     SettableHeaderName,
     cel,
     status_code_as_text,
-    to_snake,
     unique,
 )
 
@@ -31,6 +31,15 @@ def _breaker_failure(value: str) -> str:
     if value in BREAKER_FAILURES or (STATUS_CODE.match(value) and 400 <= int(value) <= 599):
         return value
     raise ValueError(f"{value!r} is not one of {', '.join(BREAKER_FAILURES)} or a status code from 400 to 599")
+
+
+_ERROR_RATE_RULES = (
+    ExactlyOne("window", "windowCalls"),
+    Requires("slowCallRateThreshold", "slowCallDuration", "slowCallRateThreshold needs slowCallDuration"),
+    DurationWithin("window", 1000, 600_000),
+    DurationWithin("slowCallDuration", 1, 3_600_000),
+    DurationWithin("waitInOpen", 1000, 3_600_000),
+)
 
 
 class ErrorRate(Model):
@@ -45,10 +54,7 @@ class ErrorRate(Model):
     ``halfOpenProbes`` requests through per gateway: all succeed, CLOSED; one fails, OPEN.
     """
 
-    model_config = cel(
-        ("has(self.window) != has(self.windowCalls)", "set exactly one of window or windowCalls"),
-        ("!has(self.slowCallRateThreshold) || has(self.slowCallDuration)", "slowCallRateThreshold needs slowCallDuration"),
-    )
+    model_config = cel(*_ERROR_RATE_RULES)
 
     window: Duration | None = None
     window_calls: Annotated[int, Field(ge=1, le=1_000_000)] | None = None
@@ -67,19 +73,7 @@ class ErrorRate(Model):
 
     @model_validator(mode="after")
     def _one_window(self) -> ErrorRate:
-        if (self.window is None) == (self.window_calls is None):
-            raise ValueError("set exactly one of window or windowCalls")
-        if self.slow_call_rate_threshold is not None and self.slow_call_duration is None:
-            raise ValueError("slowCallRateThreshold needs slowCallDuration")
-        for name, value, low, high in (
-            ("window", self.window, 1000, 600_000),
-            ("slowCallDuration", self.slow_call_duration, 1, 3_600_000),
-            ("waitInOpen", self.wait_in_open, 1000, 3_600_000),
-        ):
-            if value is not None and not low <= value <= high:
-                raise ValueError(
-                    f"{name} ({human_duration_ms(value)}) must be from {human_duration_ms(low)} to {human_duration_ms(high)}"
-                )
+        enforce(self, _ERROR_RATE_RULES)
         return self
 
 
@@ -120,18 +114,16 @@ class FallbackResponse(Model):
         return self
 
 
+_ONE_FALLBACK = ExactlyOne("response", "backend", "circuitOpen")
+
+
 class Fallback(Model):
     """What a route answers while its breaker is OPEN (and to requests a HALF_OPEN breaker
     does not admit as probes): exactly one of a static ``response``, a fallback ``backend``,
     or ``circuitOpen`` (a JSON 503 ``circuit_open`` with ``Retry-After``; the default, and
     the right one where a stale answer is wrong, such as payments)."""
 
-    model_config = cel(
-        (
-            "(has(self.response) ? 1 : 0) + (has(self.backend) ? 1 : 0) + (has(self.circuitOpen) ? 1 : 0) == 1",
-            "set exactly one of response, backend, circuitOpen",
-        ),
-    )
+    model_config = cel(_ONE_FALLBACK)
 
     response: FallbackResponse | None = None
     backend: Backend | None = None
@@ -139,9 +131,7 @@ class Fallback(Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Fallback:
-        chosen = [k for k in ("response", "backend", "circuitOpen") if getattr(self, to_snake(k)) is not None]
-        if len(chosen) != 1:
-            raise ValueError(f"set exactly one of response, backend, circuitOpen (got {chosen or 'none'})")
+        enforce(self, (_ONE_FALLBACK,))
         return self
 
 

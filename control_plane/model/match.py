@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from servicekit.check_contract import IDENTITY_HEADERS, INTERNAL_PREFIX, unmatchable
 from servicekit.model import Model
+from control_plane.model.declared_rules import ExactlyOne, enforce
 from control_plane.model.paths import parse_path
 from control_plane.model.shared_types import (
     HEADER_SCHEMA,
@@ -21,8 +22,6 @@ from control_plane.model.shared_types import (
     cel,
     cel_list,
     header_name,
-    one_of,
-    to_snake,
     unique,
 )
 
@@ -49,13 +48,15 @@ def _path(value: str) -> str:
 
 
 MatchableHeaderName = Annotated[str, AfterValidator(_matchable_header), HEADER_SCHEMA]
+_ONE_MATCHER = ExactlyOne("exact", "prefix", "regex", "present")
+_ONE_PATH = ExactlyOne("path", "pathPrefix", "pathRegex")
 
 
 class HeaderMatch(Model):
     """One request-header condition; exactly one of exact/prefix/regex/present."""
 
     model_config = cel(
-        (one_of("exact", "prefix", "regex", "present"), "set exactly one of exact, prefix, regex, present"),
+        _ONE_MATCHER,
         (f"!(self.name in {cel_list(IDENTITY_HEADERS)}) && !self.name.startsWith('{INTERNAL_PREFIX}')", _UNMATCHABLE_MESSAGE),
     )
 
@@ -68,9 +69,7 @@ class HeaderMatch(Model):
 
     @model_validator(mode="after")
     def _one_matcher(self) -> HeaderMatch:
-        chosen = [k for k in ("exact", "prefix", "regex", "present") if getattr(self, k) is not None]
-        if len(chosen) != 1:
-            raise ValueError(f"set exactly one of exact, prefix, regex, present (got {chosen or 'none'})")
+        enforce(self, (_ONE_MATCHER,))
         return self
 
 
@@ -85,7 +84,7 @@ class Match(Model):
     with ``Allow`` (the gateway's JSON error ``method_not_allowed``)."""
 
     model_config = cel(
-        (one_of("path", "pathPrefix", "pathRegex"), "set exactly one of path, pathPrefix, pathRegex"),
+        _ONE_PATH,
         (
             "!has(self.otherMethods) || self.otherMethods == 'fallThrough' || (has(self.methods) && size(self.methods) > 0)",
             OTHER_METHODS_NEED_METHODS,
@@ -101,9 +100,7 @@ class Match(Model):
 
     @model_validator(mode="after")
     def _one_path(self) -> Match:
-        chosen = [k for k in ("path", "pathPrefix", "pathRegex") if getattr(self, to_snake(k)) is not None]
-        if len(chosen) != 1:
-            raise ValueError(f"set exactly one of path, pathPrefix, pathRegex (got {chosen or 'none'})")
+        enforce(self, (_ONE_PATH,))
         if self.other_methods == "reject" and not self.methods:
             raise ValueError(OTHER_METHODS_NEED_METHODS)
         return self

@@ -9,7 +9,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from servicekit.model import Model
 from control_plane.model.match import Match
-from control_plane.model.shared_types import STATUS_CODE, HeaderName, status_code_as_text, unique
+from control_plane.model.shared_types import STATUS_CODE, HeaderName, cel_list, status_code_as_text, unique
 
 IDEMPOTENT_METHODS = ("GET", "HEAD", "OPTIONS", "PUT", "DELETE")
 KEYED_METHODS = ("POST", "PATCH")
@@ -62,8 +62,8 @@ RETRIES_SPEC_RULES = (
     (
         "!has(self.retries) || (has(self.retries.attempts) && self.retries.attempts == 0)"
         " || !has(self.match.methods) || size(self.match.methods) == 0"
-        " || self.match.methods.exists(m, m in ['GET', 'HEAD', 'OPTIONS', 'PUT', 'DELETE'])"
-        " || (has(self.retries.idempotencyKeyHeader) && self.match.methods.exists(m, m in ['POST', 'PATCH']))",
+        f" || self.match.methods.exists(m, m in {cel_list(IDEMPOTENT_METHODS)})"
+        f" || (has(self.retries.idempotencyKeyHeader) && self.match.methods.exists(m, m in {cel_list(KEYED_METHODS)}))",
         "retries apply to GET, HEAD, OPTIONS, PUT and DELETE only (POST and PATCH with "
         "retries.idempotencyKeyHeader); this route matches none of them",
     ),

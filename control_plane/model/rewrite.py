@@ -6,19 +6,23 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from servicekit.model import Model
+from control_plane.model.declared_rules import Excludes, ExactlyOne, Requires, enforce
 from control_plane.model.match import Match
 from control_plane.model.paths import MAX_VARIABLES, parse_path
 from control_plane.model.shared_types import PathPrefix, Regex, cel
 
 
+_RULES = (
+    ExactlyOne("prefix", "regex"),
+    Requires("regex", "substitution", "regex needs a substitution"),
+    Excludes("prefix", "substitution", "substitution only goes with regex"),
+)
+
+
 class Rewrite(Model):
     """Either swap the matched prefix, or apply a regex substitution to the path."""
 
-    model_config = cel(
-        ("has(self.prefix) != has(self.regex)", "set exactly one of prefix or regex"),
-        ("!has(self.regex) || has(self.substitution)", "regex needs a substitution"),
-        ("!has(self.prefix) || !has(self.substitution)", "substitution only goes with regex"),
-    )
+    model_config = cel(*_RULES)
 
     prefix: PathPrefix | None = None
     regex: Regex | None = None
@@ -26,12 +30,7 @@ class Rewrite(Model):
 
     @model_validator(mode="after")
     def _one_kind(self) -> Rewrite:
-        if (self.prefix is None) == (self.regex is None):
-            raise ValueError("set exactly one of prefix or regex")
-        if self.regex is not None and self.substitution is None:
-            raise ValueError("regex needs a substitution")
-        if self.prefix is not None and self.substitution is not None:
-            raise ValueError("substitution only goes with regex")
+        enforce(self, _RULES)
         return self
 
 

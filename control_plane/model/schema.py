@@ -7,7 +7,8 @@ Each feature of a route is its own module (``match.py``, ``headers.py``, ``auth.
 ``rate_limits.py``, ``timeouts.py``, ``retries.py``, ``circuit_breaker.py``, ``cache.py``,
 ...; what they share is ``shared_types.py``), holding its model, its CEL rules and the
 Python check of each; a rule that spans features (``SPEC_RULES``) is declared by the
-feature it is about and checked here, on ``RouteSpec``, which composes them.
+feature it is about and checked here, on ``RouteSpec``, which composes them. The simple
+rules are declared once for both languages (``declared_rules.py``);
 ``tests/e2e/test_crd_cel_parity.py`` holds every CEL rule to its Python check on a real
 API server.
 """

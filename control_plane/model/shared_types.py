@@ -9,7 +9,7 @@ composes them into ``RouteSpec``.
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import AfterValidator, ConfigDict, WithJsonSchema
 
@@ -25,29 +25,28 @@ _OBJECT_NAME = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 STATUS_CODE = re.compile(r"^[1-5][0-9][0-9]$")
 
 
-def cel(*rules: tuple[str, str]) -> ConfigDict:
-    """The CRD's CEL form of a model's cross-field rules, kept next to the Python check.
+class CelRule(Protocol):
+    """A rule declared once for both sides (``control_plane.model.declared_rules``)."""
+
+    def cel(self) -> tuple[str, str]: ...
+
+
+def cel(*rules: tuple[str, str] | CelRule) -> ConfigDict:
+    """The CRD's CEL form of a model's cross-field rules, kept next to the Python check:
+    (rule, message) pairs written by hand, or declared rules that give their own.
 
     The API server refuses what these catch before it is stored; the Python validators
     stay authoritative (Git files never meet the API server).
     """
+    pairs = [r if isinstance(r, tuple) else r.cel() for r in rules]
     return ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in rules]}
+        json_schema_extra={"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in pairs]}
     )
-
-
-def one_of(*fields: str) -> str:
-    """CEL: exactly one of ``fields`` is set."""
-    return "[" + ", ".join(f"has(self.{f})" for f in fields) + "].filter(x, x).size() == 1"
 
 
 def cel_list(names: tuple[str, ...]) -> str:
     """A CEL list literal of strings."""
     return "[" + ", ".join(f"'{name}'" for name in names) + "]"
-
-
-def to_snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def _host(value: str) -> str:

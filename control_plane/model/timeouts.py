@@ -16,6 +16,7 @@ REQUEST_TIMEOUT_MS = 10_000
 PER_TRY_TIMEOUT_MS = 8_000
 """Each attempt's timeout on a route with retries, unless it sets ``timeouts.perTry``
 (and only when the request timeout leaves room for it)."""
+_DEFAULT_REQUEST = human_duration_ms(REQUEST_TIMEOUT_MS)
 
 
 def _named(field: str, ms: int, default: bool = False) -> str:
@@ -35,16 +36,16 @@ class Timeouts(Model):
             "perTry must not exceed request",
         ),
         (
-            "!has(self.perTry) || has(self.request) || duration(self.perTry) <= duration('10s')",
-            "perTry must not exceed request (10s, the default)",
+            f"!has(self.perTry) || has(self.request) || duration(self.perTry) <= duration('{_DEFAULT_REQUEST}')",
+            f"perTry must not exceed request ({_DEFAULT_REQUEST}, the default)",
         ),
         (
-            "!has(self.idle) || duration(self.idle) >= (has(self.request) ? duration(self.request) : duration('10s'))",
+            f"!has(self.idle) || duration(self.idle) >= (has(self.request) ? duration(self.request) : duration('{_DEFAULT_REQUEST}'))",
             "request must not exceed idle",
         ),
         (
             "!has(self.connect) || duration(self.connect) < (has(self.perTry) ? duration(self.perTry)"
-            " : has(self.request) ? duration(self.request) : duration('10s'))",
+            f" : has(self.request) ? duration(self.request) : duration('{_DEFAULT_REQUEST}'))",
             "connect must be less than perTry and request",
         ),
     )

@@ -15,8 +15,9 @@ added without a row here fails it, and so does a row for a rule the CRD lost.
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -328,6 +329,26 @@ TABLE: list[Rule] = [
                   {"circuitBreaker": {"errorRate": {"windowCalls": 10, "slowCallDuration": "1s"}}}],
     ),
     rule(
+        "error-rate-window", "spec.circuitBreaker.errorRate", "window must be from 1s to 10m",
+        refused=[Refused({"circuitBreaker": {"errorRate": {"window": "999ms"}}}, "window (999ms) must be from 1s to 10m"),
+                 Refused({"circuitBreaker": {"errorRate": {"window": "10m1ms"}}}, "window (600001ms) must be from 1s to 10m")],
+        accepted=[{"circuitBreaker": {"errorRate": {"window": "1s"}}}, {"circuitBreaker": {"errorRate": {"window": "10m"}}}],
+    ),
+    rule(
+        "error-rate-slow-call", "spec.circuitBreaker.errorRate", "slowCallDuration must be from 1ms to 1h",
+        refused=[Refused({"circuitBreaker": {"errorRate": {"windowCalls": 10, "slowCallDuration": "1h1ms"}}},
+                         "slowCallDuration (3600001ms) must be from 1ms to 1h")],
+        accepted=[{"circuitBreaker": {"errorRate": {"windowCalls": 10, "slowCallDuration": "1ms"}}},
+                  {"circuitBreaker": {"errorRate": {"windowCalls": 10, "slowCallDuration": "1h"}}}],
+    ),
+    rule(
+        "error-rate-wait-in-open", "spec.circuitBreaker.errorRate", "waitInOpen must be from 1s to 1h",
+        refused=[Refused({"circuitBreaker": {"errorRate": {"windowCalls": 10, "waitInOpen": "999ms"}}}, "waitInOpen (999ms) must be from 1s to 1h"),
+                 Refused({"circuitBreaker": {"errorRate": {"windowCalls": 10, "waitInOpen": "61m"}}}, "waitInOpen (61m) must be from 1s to 1h")],
+        accepted=[{"circuitBreaker": {"errorRate": {"windowCalls": 10, "waitInOpen": "1s"}}},
+                  {"circuitBreaker": {"errorRate": {"windowCalls": 10, "waitInOpen": "1h"}}}],
+    ),
+    rule(
         "fallback-one-kind", "spec.fallback", "set exactly one of response, backend, circuitOpen",
         refused=[
             Refused({"circuitBreaker": {"errorRate": {"windowCalls": 10}}, "fallback": {}}, "(got none)"),
@@ -515,3 +536,44 @@ def test_the_api_server_judges_the_case(api: KubeAPIServer, case: Case) -> None:
     else:
         assert stored, f"the API server refused an edge the rule allows: fired {fired}, other {other}"
 
+
+# --- every combination, for the rules about which fields are set --------------------------
+
+ABSENT = object()
+COMBINATIONS: dict[str, tuple[Callable[[Spec], Spec], dict[str, list[Any]]]] = {
+    # feature: (where the fields go in a spec, each field's values: ABSENT or a value)
+    "match": (lambda m: {"match": m}, {"path": [ABSENT, "/a"], "pathPrefix": [ABSENT, "/a"], "pathRegex": [ABSENT, "/a"],
+                                       "methods": [ABSENT, [], ["GET"]], "otherMethods": [ABSENT, "fallThrough", "reject"]}),
+    "match.headers": (lambda h: {"match": {"pathPrefix": "/p", "headers": [{"name": "x-a", **h}]}},
+                      {"exact": [ABSENT, "1"], "prefix": [ABSENT, "1"], "regex": [ABSENT, "^1"], "present": [ABSENT, False]}),
+    "rewrite": (lambda r: {"rewrite": r}, {"prefix": [ABSENT, "/q"], "regex": [ABSENT, "^/p"], "substitution": [ABSENT, "/r"]}),
+    "circuitBreaker.errorRate": (lambda e: {"circuitBreaker": {"errorRate": e}},
+                                 {"window": [ABSENT, "10s"], "windowCalls": [ABSENT, 10], "slowCallRateThreshold": [ABSENT, 50],
+                                  "slowCallDuration": [ABSENT, "1s"]}),
+    "fallback": (lambda f: {"circuitBreaker": {"errorRate": {"windowCalls": 10}}, "fallback": f},
+                 {"response": [ABSENT, {}], "backend": [ABSENT, one("stale")], "circuitOpen": [ABSENT, True]}),
+    "access": (lambda a: {"access": a}, {"allow": [ABSENT, [], ["10.0.0.0/8"]], "deny": [ABSENT, [], ["10.1.0.0/16"]]}),
+    "auth.consumers": (lambda c: {"auth": {"apiKeys": True, "consumers": c}}, {"allow": [ABSENT, [], ["a"]], "deny": [ABSENT, [], ["b"]]}),
+}
+
+
+def combinations(feature: str) -> Iterator[Spec]:
+    place, options = COMBINATIONS[feature]
+    for values in itertools.product(*options.values()):
+        yield spec_of(place({k: v for k, v in zip(options, values) if v is not ABSENT}))
+
+
+@pytest.mark.parametrize("feature", list(COMBINATIONS))
+def test_both_sides_agree_on_every_combination_of_set_fields(api: KubeAPIServer, feature: str) -> None:
+    """For the fields the presence rules read (exactly one of, needs, excludes, any listed),
+    every combination set or unset (empty or not, for lists): stored by the API server
+    exactly when Python accepts it."""
+    verdicts = []
+    for n, spec in enumerate(combinations(feature)):
+        case = Case(f"{feature}-{n}", TABLE[0], spec, False, "")
+        python_ok = parse_object(document(case))[0] is not None
+        server_ok, fired, other = server_verdict(api, document(case))
+        verdicts.append((python_ok, server_ok, spec, fired, other))
+    differ = [(spec, f"python {'accepts' if p else 'refuses'}", fired, other) for p, s, spec, fired, other in verdicts if p != s]
+    assert not differ, differ
+    assert {p for p, *_ in verdicts} == {True, False}, "every combination judged the same: the test would show nothing"

@@ -2,7 +2,7 @@
 agree on: the request headers only the check may write, and the ones reserved to Gatehouse.
 
 Both sides import these names; a route may neither set, remove nor match on them
-(``control_plane/model/schema.py``), and Envoy removes every client copy of the identity
+(``control_plane/model/headers.py``, ``match.py``), and Envoy removes every client copy of the identity
 headers before any filter reads them (``control_plane/translator/identity_headers.py``).
 """
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Protocol
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from servicekit.model import Model
+from control_plane.model.declared_rules import AnyListed, enforce
+from control_plane.model.shared_types import cel
 
 CONSUMER_PATTERN = r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$"
 """A consumer's name: what upstreams see in ``x-user-id`` and ``x-consumer``, and a
@@ -20,30 +22,21 @@ Kubernetes label value in the chart, so 63 characters of a label's alphabet."""
 MAX_CONSUMERS = 256
 
 ConsumerName = Annotated[str, Field(pattern=CONSUMER_PATTERN, max_length=63)]
+_LISTED = AnyListed(("allow", "deny"), "list consumers in allow or deny")
 
 
 class Consumers(Model):
     """Which API-key consumers a route lets in: ``allow`` (only these) and/or ``deny``
     (all but these). Applies to API keys only; tokens are judged by audiences, scopes, roles."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "(has(self.allow) && size(self.allow) > 0) || (has(self.deny) && size(self.deny) > 0)",
-                    "message": "list consumers in allow or deny",
-                }
-            ]
-        }
-    )
+    model_config = cel(_LISTED)
 
     allow: Annotated[list[ConsumerName], Field(max_length=MAX_CONSUMERS)] = []
     deny: Annotated[list[ConsumerName], Field(max_length=MAX_CONSUMERS)] = []
 
     @model_validator(mode="after")
     def _lists(self) -> Consumers:
-        if not self.allow and not self.deny:
-            raise ValueError("list consumers in allow or deny")
+        enforce(self, (_LISTED,))
         both = sorted(set(self.allow) & set(self.deny))
         if both:
             raise ValueError(f"{', '.join(both)} is both allowed and denied")

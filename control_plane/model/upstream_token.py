@@ -17,22 +17,17 @@ from urllib.parse import urlsplit
 from pydantic import Field, model_validator
 
 from servicekit.model import Model
+from control_plane.model.shared_types import cel
 
 MAX_URL_CHARS = 2048
 UPSTREAM_TOKEN_PUBLIC = "upstreamToken: a public route (required: false) has no verified subject to put in a token"  # noqa: S105 - a message
 
 
 class TokenExchange(Model):
-    model_config = Model.model_config | {
-        "json_schema_extra": {
-            "x-kubernetes-validations": [
-                {
-                    "rule": "self.url.startsWith('https://') || self.url.startsWith('http://')",
-                    "message": "url must be an http(s) URL",
-                }
-            ]
-        }
-    }
+    # The scheme in any case, as urlsplit reads it.
+    model_config = cel(
+        ("self.url.lowerAscii().startsWith('https://') || self.url.lowerAscii().startsWith('http://')", "url must be an http(s) URL"),
+    )
 
     url: Annotated[str, Field(min_length=8, max_length=MAX_URL_CHARS)]
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
 from servicekit.json_schema import SchemaProblem, compile_schema, dotted
 from servicekit.model import Model
+from control_plane.model.shared_types import HEADER_NAME_PATTERN, cel
 
 MAX_BODY_BYTES = 1024 * 1024
 """The most a validated route may have Envoy buffer per request (the service's read bound too)."""
 DEFAULT_BODY_BYTES = 64 * 1024
 MAX_RULES = 32
-_HEADER_NAME = r"^[a-z0-9!#$%&'*+.^_`|~-]+$"
 _QUERY_NAME = r"^[A-Za-z0-9._~\[\]-]+$"
 _FIELD_NAME = r"^[^\x00-\x1f]+$"
 
@@ -33,12 +33,6 @@ JsonSchema = Annotated[
     WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
 ]
 """Free-form: the CRD keeps it as written; ``compile_schema`` is its validation."""
-
-
-def _cel(*rules: tuple[str, str]) -> ConfigDict:
-    """The CRD's CEL form of a model's cross-field rules (as ``schema.cel``, which this
-    module cannot import: the schema imports it)."""
-    return ConfigDict(json_schema_extra={"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]})
 
 
 def _unique_names(rules: list[Any]) -> list[Any]:
@@ -87,12 +81,12 @@ class _ValueRule(Model):
 
 
 class HeaderRule(_ValueRule):
-    name: Annotated[str, Field(pattern=_HEADER_NAME, max_length=256)]
+    name: Annotated[str, Field(pattern=HEADER_NAME_PATTERN, max_length=256)]
     required: bool = True
 
 
 class QueryRule(_ValueRule):
-    model_config = _cel(
+    model_config = cel(
         (
             "!has(self.enum) && !has(self.pattern) && !has(self.format) || !has(self.type) || self.type == 'string'",
             "enum, pattern and format apply to type string",
@@ -144,7 +138,7 @@ class BodyRule(Model):
 class Validation(Model):
     """``validate:``; a request failing any rule gets 400 ``invalid_request`` naming the field."""
 
-    model_config = _cel(
+    model_config = cel(
         (
             "has(self.body) || has(self.headers) && size(self.headers) > 0 || has(self.query) && size(self.query) > 0",
             "give headers, query or body",

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from servicekit.durations import Duration, Millis, human_duration_ms
+from servicekit.durations import Duration, Millis
 from servicekit.model import Model
+from control_plane.model.declared_rules import DurationWithin, enforce
+from control_plane.model.shared_types import cel
 
 MAX_ADMIT_PER_SECOND = 100_000
 MAX_WAITING = 1_000_000
@@ -20,6 +22,7 @@ TICKET_TTL_MIN_MS = 5_000
 """A client told to retry in 1 s must have a few seconds to come back."""
 TICKET_TTL_MAX_MS = 3_600_000
 DEFAULT_TICKET_TTL_MS = 60_000
+_TICKET_TTL = DurationWithin("ticketTtl", TICKET_TTL_MIN_MS, TICKET_TTL_MAX_MS)
 
 
 class WaitingRoom(Model):
@@ -29,18 +32,7 @@ class WaitingRoom(Model):
     ``admitPerSecond ÷ expected instances`` per instance (no queue), ``open`` admits
     everyone, ``closed`` answers 503."""
 
-    # The CRD's CEL form of the ticketTtl bound (as schema.cel writes it; schema imports this module).
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.ticketTtl) || (duration(self.ticketTtl) >= duration('5s')"
-                    " && duration(self.ticketTtl) <= duration('1h'))",
-                    "message": "ticketTtl must be from 5s to 1h",
-                }
-            ]
-        }
-    )
+    model_config = cel(_TICKET_TTL)
 
     admit_per_second: Annotated[int, Field(ge=1, le=MAX_ADMIT_PER_SECOND)]
     max_waiting: Annotated[int, Field(ge=1, le=MAX_WAITING)]
@@ -49,6 +41,5 @@ class WaitingRoom(Model):
 
     @model_validator(mode="after")
     def _ttl(self) -> WaitingRoom:
-        if not TICKET_TTL_MIN_MS <= self.ticket_ttl <= TICKET_TTL_MAX_MS:
-            raise ValueError(f"ticketTtl ({human_duration_ms(self.ticket_ttl)}) must be from 5s to 1h")
+        enforce(self, (_TICKET_TTL,))
         return self

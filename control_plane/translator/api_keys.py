@@ -11,7 +11,7 @@ before the request goes upstream; ``x-consumer`` is an identity header
 from __future__ import annotations
 
 from control_plane.model.route import Route
-from control_plane.model.schema import Auth
+from control_plane.model.auth import Auth
 from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.check_headers import API_KEY_HEADER

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.model.schema import BackPressure
+from control_plane.model.back_pressure import BackPressure
 from servicekit.durations import format_duration_ms
 
 ADMISSION_CONTROL_FILTER = "envoy.filters.http.admission_control"

@@ -17,7 +17,11 @@ from typing import Any, TypeVar
 from control_plane.model.conflicts import _precedence
 from servicekit.durations import format_duration_ms, human_duration_ms
 from control_plane.model.route import Route
-from control_plane.model.schema import CONNECT_TIMEOUT_MS, BackPressure, CircuitBreaker, HealthCheck, OutlierDetection
+from control_plane.model.back_pressure import BackPressure
+from control_plane.model.circuit_breaker import CircuitBreaker
+from control_plane.model.health_check import HealthCheck
+from control_plane.model.outlier_detection import OutlierDetection
+from control_plane.model.timeouts import CONNECT_TIMEOUT_MS
 from control_plane.translator.back_pressure import UPSTREAM_CODEC_FILTER, UPSTREAM_CODEC_TYPE, upstream_http_filters
 from control_plane.translator.messages import Cluster, parse
 from control_plane.translator.names import ClusterRef

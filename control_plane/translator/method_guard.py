@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from control_plane.model.route import Route
-from control_plane.model.schema import METHODS, RouteSpec
+from control_plane.model.match import METHODS
+from control_plane.model.schema import RouteSpec
 
 Signature = tuple[object, ...]
 

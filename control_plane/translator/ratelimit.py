@@ -21,7 +21,7 @@ from servicekit.durations import format_duration_ms
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.model.route import Route
-from control_plane.model.schema import RateLimit
+from control_plane.model.rate_limits import RateLimit
 from control_plane.translator.check_headers import API_KEY_HEADER, forwarded_to_check
 from control_plane.translator.check_plan import CheckPlan, Decider, check_plan
 from control_plane.translator.feature import HttpFeature

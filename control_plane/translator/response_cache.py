@@ -50,7 +50,7 @@ from __future__ import annotations
 from typing import Any
 
 from control_plane.model.route import Route
-from control_plane.model.schema import REQUEST_TIMEOUT_MS
+from control_plane.model.timeouts import REQUEST_TIMEOUT_MS
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.identity_headers import CACHE_HEADERS, CACHE_USER_QUERY, ROUTE_HEADER, USER_ID_HEADER
 from control_plane.translator.local_replies import USER_REQUIRED_POLICY

@@ -18,14 +18,9 @@ from typing import Any
 from servicekit.durations import format_duration_ms
 from control_plane.model.paths import PathKind, PathPattern, parse_path
 from control_plane.model.route import Route
-from control_plane.model.schema import (
-    IDEMPOTENT_METHODS,
-    KEYED_METHODS,
-    PER_TRY_TIMEOUT_MS,
-    REQUEST_TIMEOUT_MS,
-    HeaderMatch,
-    Retries,
-)
+from control_plane.model.match import HeaderMatch
+from control_plane.model.retries import IDEMPOTENT_METHODS, KEYED_METHODS, Retries
+from control_plane.model.timeouts import PER_TRY_TIMEOUT_MS, REQUEST_TIMEOUT_MS
 from control_plane.breakers.board import BreakerState
 from control_plane.translator.breaker_phases import breaker_entry, half_open_fallback
 from control_plane.translator.http_filters import HTTP_FEATURES

@@ -11,7 +11,8 @@ import ipaddress
 from typing import Any
 
 from control_plane.model.route import Route
-from control_plane.model.schema import Access, Shield
+from control_plane.model.access import Access
+from control_plane.model.shield import Shield
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from control_plane.config import ControlPlaneConfig, Gateway
 from control_plane.model import Route
-from control_plane.model.schema import CircuitBreaker
+from control_plane.model.circuit_breaker import CircuitBreaker
 from control_plane.translator.from_config import gateway_settings
 from control_plane.translator import ClusterRef, GatewaySettings
 from control_plane.translator.clusters import ClusterPolicy, cluster

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field, fields
@@ -22,6 +24,9 @@ from gatehouse.envoy_bootstrap import render_bootstrap
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UPSTREAMS = ("order-service", "order-service-v3")
 GIT_IDENTITY = ["-c", "user.name=gatehouse dev", "-c", "user.email=dev@gatehouse.local"]
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+STOP_TIMEOUT_S = 4.0
+"""SIGTERM to SIGKILL, for the whole stack at once."""
 
 
 def binary(name: str, hint: str) -> str:
@@ -165,8 +170,14 @@ class DevStack:
         (self.workdir / "envoy.yaml").write_text(yaml.safe_dump(bootstrap, sort_keys=False))
 
     def _start(self, argv: list[str], name: str) -> ManagedProcess:
-        process = ManagedProcess.start(argv, name=name, log_dir=self.logs)
-        self.processes.append(process)
+        # A stop signal (which unwinds `gatehouse dev`) waits until the process is on the
+        # list, so stop() cannot miss one it started.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            process = ManagedProcess.start(argv, name=name, log_dir=self.logs)
+            self.processes.append(process)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return process
 
     def _gatehouse(self, *args: str, name: str) -> ManagedProcess:
@@ -230,7 +241,12 @@ class DevStack:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.ports.listener}{path}"
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM every process at once, then SIGKILL whatever still runs after ``timeout``:
+        the whole stack is down within a few seconds, whatever one process does."""
+        for process in self.processes:
+            process.terminate()
+        deadline = time.monotonic() + timeout
         for process in reversed(self.processes):
-            process.stop(timeout=5)
+            process.stop(timeout=max(0.0, deadline - time.monotonic()))
         self.processes.clear()

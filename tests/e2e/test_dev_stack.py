@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.harness.binaries import require_binary
 from tests.harness.envoy import envoy_binary
@@ -121,3 +125,66 @@ def test_dev_check_names_a_missing_redis_server(tmp_path: Path) -> None:
         "FAIL tools found (git, redis-server, envoy): redis-server not found; install it with: apt-get install -y redis-server (make dev does this)"
     ]
     assert "dev check: FAIL at step 1: tools found (git, redis-server, envoy)" in result.stdout
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as children:
+            found += [int(child) for child in children.read().split()]
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("sig", "when"),
+    [("SIGINT", "up"), ("SIGTERM", "up"), ("SIGINT", "starting"), ("SIGTERM", "starting")],
+)
+def test_dev_started_from_a_script_stops_everything_on_sigint_or_sigterm(tmp_path: Path, sig: str, when: str) -> None:
+    """Issue 25: started in the background of a non-interactive shell (a script, CI), the job
+    has SIGINT ignored; dev ignored it, and SIGTERM during the start waited for the whole
+    start. Either signal, at any point, must stop dev and every process it started within
+    a few seconds."""
+    envoy_binary()
+    require_binary("redis-server", "apt-get install redis-server (scripts/setup does this)")
+    # The case to handle: such a shell starts its background jobs with SIGINT ignored.
+    probe = subprocess.run(["sh", "-c", "grep SigIgn: /proc/self/status & wait"], capture_output=True, text=True, check=True)
+    assert int(probe.stdout.split()[1], 16) & (1 << (signal.SIGINT - 1)), probe.stdout
+    workdir, out, pidfile = tmp_path / "dev", tmp_path / "dev.out", tmp_path / "dev.pid"
+    command = f"'{sys.executable}' -m gatehouse dev --port {free_port()} --workdir '{workdir}'"
+    shell = subprocess.Popen(
+        ["sh", "-c", f"{command} > '{out}' 2>&1 & echo $! > '{pidfile}'; wait"],
+        cwd=REPO_ROOT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    pid = None
+    children: list[int] = []
+    try:
+        marker = "Gatehouse dev stack is up." if when == "up" else "ok   redis up on"
+        deadline = time.monotonic() + 180
+        while not (out.exists() and marker in out.read_text()):
+            assert time.monotonic() < deadline and shell.poll() is None, out.read_text() if out.exists() else "no output"
+            time.sleep(0.1)
+        pid = int(pidfile.read_text())
+        children = _children(pid)
+        assert len(children) >= (8 if when == "up" else 1), children  # redis, 2 upstreams, 4 services, envoy
+        sent = time.monotonic()
+        os.kill(pid, getattr(signal, sig))
+        shell.wait(timeout=30)
+        took = time.monotonic() - sent
+        assert not _running(pid)
+        assert took <= 8, f"dev took {took:.1f} s to stop after {sig}"
+        left = [child for child in children if _running(child)]
+        assert not left, f"still running after dev stopped: {left}"
+        assert f"dev: {sig}, stopping everything" in out.read_text()
+    finally:
+        for leftover in ([pid] if pid is not None and _running(pid) else []) + [c for c in children if _running(c)]:
+            os.killpg(leftover, signal.SIGKILL) if leftover != pid else os.kill(leftover, signal.SIGKILL)
+        shell.kill()
+        shell.wait()

@@ -7,7 +7,8 @@ Git repository seeded from examples/routes) and Envoy. Each step prints one verd
 stops everything. Then it prints tokens and curl lines to try. Edit a route in the printed
 repository, commit, and Envoy serves the change within a second.
 
-`--check` runs every printed curl line, the rate limit, the access log and a live route
+`--check` runs every printed curl line, the rate limit, the access log, the waiting room,
+an API key, token swap, a breaker move (gatehouse/devstack/features.py) and a live route
 change, one verdict line each, and exits: 0 when every step passed, 1 at the first failure.
 
 SIGINT (Ctrl-C) and SIGTERM alike stop everything within a few seconds, at any point (also

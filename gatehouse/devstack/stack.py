@@ -10,11 +10,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from servicekit.child_process import ManagedProcess, find_binary, free_port, port_open
 from gatehouse.devstack.issuer import DevIssuer
@@ -27,6 +30,24 @@ GIT_IDENTITY = ["-c", "user.name=gatehouse dev", "-c", "user.email=dev@gatehouse
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 STOP_TIMEOUT_S = 4.0
 """SIGTERM to SIGKILL, for the whole stack at once."""
+
+
+UPSTREAM_ISSUER = "https://gateway.dev.gatehouse.local/"
+"""The iss of the tokens ext_authz signs for token-swap routes (examples/routes/billing.yaml)."""
+
+
+def keep_secret(path: Path, make: Callable[[], bytes]) -> None:
+    """Write a credential or key once (owner-only); later runs keep it, so what was handed
+    out (tickets, keys, tokens) stays valid across restarts."""
+    if not path.exists():
+        path.write_bytes(make())
+        path.chmod(0o600)
+
+
+def signing_key_pem() -> bytes:
+    """An EC P-256 key for ext_authz's upstream tokens (ES256)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
 def binary(name: str, hint: str) -> str:
@@ -95,6 +116,9 @@ class DevStack:
         self.issuer = DevIssuer(workdir)
         self.admin_credential = workdir / "admin-credential"
         self.tally_credential = workdir / "breaker-tally-credential"
+        self.operator_credential = workdir / "breaker-operator-credential"
+        self.ticket_key = workdir / "waiting-room-key"
+        self.signing_key = workdir / "upstream-signing.pem"
         self.access_log = self.logs / "access.jsonl"
         self.processes: list[ManagedProcess] = []
         self.tools: dict[str, str] = {}
@@ -112,12 +136,10 @@ class DevStack:
     def write_config(self) -> None:
         ports = self.ports
         self.issuer.ensure()
-        if not self.admin_credential.exists():
-            self.admin_credential.write_text(secrets.token_urlsafe(24))
-            self.admin_credential.chmod(0o600)
-        if not self.tally_credential.exists():
-            self.tally_credential.write_text(secrets.token_urlsafe(24))
-            self.tally_credential.chmod(0o600)
+        for credential in (self.admin_credential, self.tally_credential, self.operator_credential):
+            keep_secret(credential, lambda: secrets.token_urlsafe(24).encode())
+        keep_secret(self.ticket_key, lambda: secrets.token_urlsafe(48).encode())
+        keep_secret(self.signing_key, signing_key_pem)
         endpoints = {"services": {name: [f"127.0.0.1:{port}"] for name, port in ports.upstreams.items()}}
         (self.workdir / "endpoints.yaml").write_text(yaml.safe_dump(endpoints))
         control_plane = {
@@ -128,7 +150,7 @@ class DevStack:
             "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz_http}", "protocol": "http"},
             "rateLimit": {"address": f"127.0.0.1:{ports.ratelimit}", "timeout": "100ms"},
             "accessLog": {"address": f"127.0.0.1:{ports.telemetry}", "flushInterval": "200ms"},
-            "breakers": {"tallyCredentialFile": str(self.tally_credential)},
+            "breakers": {"tallyCredentialFile": str(self.tally_credential), "operatorCredentialFile": str(self.operator_credential)},
             "sources": {
                 "git": [
                     {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache"}
@@ -146,6 +168,8 @@ class DevStack:
                 "listen": f"127.0.0.1:{ports.ext_authz_http}",
                 "routes": {"xds": {"address": f"127.0.0.1:{ports.xds}", "nodeId": "dev-ext-authz", "cluster": "ext-authz"}},
                 "rateLimit": {"redis": {"url": f"redis://127.0.0.1:{ports.redis}/0", "timeout": "50ms"}},
+                "waitingRoom": {"ticketKeyFile": str(self.ticket_key)},
+                "upstreamTokens": {"issuer": UPSTREAM_ISSUER, "keyFile": str(self.signing_key), "ttl": "60s"},
             },
         }
         ratelimit = {

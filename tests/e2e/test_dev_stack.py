@@ -50,6 +50,17 @@ def test_dev_stack_serves_the_examples_and_a_live_change(tmp_path: Path) -> None
     assert f'curl -si -H "Authorization: Bearer $WRITE" http://127.0.0.1:{port}/api/v2/orders/bulk' in result.stdout
     assert "export READ=$(gatehouse token" in result.stdout
     assert f"http://127.0.0.1:{port}/api/v2/quotes; done; echo    # 200 200 200 200 200 429" in result.stdout
+    # The features' lines (each checked below by a step of its own).
+    workdir = tmp_path / "dev"
+    for line in (
+        f"curl -s -o /dev/null -w '%{{http_code}} ' http://127.0.0.1:{port}/api/v2/launch; curl -si http://127.0.0.1:{port}/api/v2/launch",
+        f"export KEY=$(gatehouse apikey create --consumer partner-a --config {workdir / 'ext-authz.yaml'})",
+        f'curl -si -H "x-api-key: $KEY" http://127.0.0.1:{port}/api/v2/partners/orders',
+        f'curl -s -H "Authorization: Bearer $READ" http://127.0.0.1:{port}/api/v2/billing/invoices',
+        "gatehouse breaker open shop/inventory --admin http://127.0.0.1:",
+        f"--credential-file {workdir / 'breaker-operator-credential'}",
+    ):
+        assert line in result.stdout, line
 
     # One verdict line per step, every one of them ok, in the order the stack starts.
     verdicts = _verdicts(result.stdout)
@@ -78,6 +89,10 @@ def test_dev_stack_serves_the_examples_and_a_live_change(tmp_path: Path) -> None
         "ok   rate limit /api/v2/quotes: 5 x 200 then 429 with Retry-After",
         "ok   token and route limit decided in one call (X-RateLimit-Limit: 100)",
         "ok   access log ",
+        "ok   waiting room /api/v2/launch: 200, then 503 with a ticket, admitted with it after Retry-After",
+        "ok   API key: gatehouse apikey create, /api/v2/partners/orders -> 200 as partner-a, 401 without",
+        "ok   token swap /api/v2/billing/invoices: the upstream got ext_authz's token for legacy-billing, not the client's",
+        "ok   breaker move: gatehouse breaker open shop/inventory -> the fallback, close -> order-service",
         "ok   live route change: commit moves /api/v2/checkout to order-service-v3",
     ]
     assert len(verdicts) == len(expected_in_order), "\n".join(verdicts)

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from control_plane.cache.snapshot import Snapshot
+from control_plane.cache.types import ResourceType
 from control_plane.model.route import Origin, Route
 from control_plane.sources.kubernetes import route_acks
 from control_plane.sources.kubernetes.route_acks import SharedRouteAcks, config_map_key, decode, encode
@@ -226,3 +228,9 @@ def test_the_source_takes_programmed_from_a_peer_and_a_peers_rejection(monkeypat
     assert (programmed().status, programmed().reason, programmed().message) == ("False", "Rejected", "Envoy rejected it: regex too big")
     peers(peer=encode(1.0, {"shop/orders": ("40", "")}))
     assert programmed().status == "Unknown", "a word on another version of the object does not count"
+    # Its own Envoys ACKed it, another replica's refused it: the rejection shows.
+    assert state.serving is not None
+    source.acked(ResourceType.ROUTE, Snapshot.build(clusters=(), endpoints=(), listeners=(), routes=(), model=(state.serving,)))
+    assert programmed() == PROGRAMMED
+    peers(other=encode(1.0, {"shop/orders": ("41", "regex too big")}))
+    assert (programmed().status, programmed().reason) == ("False", "Rejected")

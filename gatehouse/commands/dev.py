@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
@@ -47,20 +49,45 @@ class Stop(BaseException):
         self.signal = signal.Signals(signum).name
 
 
-def _stop(signum: int, _frame: FrameType | None) -> None:
-    raise Stop(signum)
+class StopSignals:
+    """The handler of both signals: raises Stop, or, inside ``held()``, once the block ends."""
+
+    def __init__(self) -> None:
+        self._holding = 0
+        self._pending: int | None = None
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self._holding:
+            self._pending = signum
+            return
+        raise Stop(signum)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding and self._pending is not None:
+                signum, self._pending = self._pending, None
+                raise Stop(signum)
 
 
 def run(args: argparse.Namespace) -> int:
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    stack = DevStack(workdir, Ports(listener=args.port))
+    stops = StopSignals()
+    stack = DevStack(workdir, Ports(listener=args.port), hold_stop=stops.held)
     steps = Steps()
     name = "dev check" if args.check else "dev"
     # Set explicitly: a shell without job control (a script, CI) starts background jobs with
     # SIGINT ignored, and Python then installs no handler of its own.
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _stop)
+    stops.install()
     try:
         with steps.step("tools found (git, redis-server, envoy)"):
             stack.find_tools()

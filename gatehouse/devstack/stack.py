@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
 import signal
@@ -11,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
@@ -37,11 +39,12 @@ UPSTREAM_ISSUER = "https://gateway.dev.gatehouse.local/"
 
 
 def keep_secret(path: Path, make: Callable[[], bytes]) -> None:
-    """Write a credential or key once (owner-only); later runs keep it, so what was handed
-    out (tickets, keys, tokens) stays valid across restarts."""
-    if not path.exists():
-        path.write_bytes(make())
-        path.chmod(0o600)
+    """Write a credential or key once, owner-only from the start; later runs keep it, so
+    what was handed out (tickets, keys, tokens) stays valid across restarts."""
+    if path.exists():
+        return
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(make())
 
 
 def signing_key_pem() -> bytes:
@@ -108,7 +111,9 @@ class Ports:
 
 
 class DevStack:
-    def __init__(self, workdir: Path, ports: Ports) -> None:
+    def __init__(self, workdir: Path, ports: Ports, *, hold_stop: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+        """``hold_stop``: a block in which a stop signal waits (gatehouse/commands/dev.py)."""
+        self._hold_stop = hold_stop
         self.workdir = workdir
         self.ports = ports
         self.logs = workdir / "logs"
@@ -195,13 +200,11 @@ class DevStack:
 
     def _start(self, argv: list[str], name: str) -> ManagedProcess:
         # A stop signal (which unwinds `gatehouse dev`) waits until the process is on the
-        # list, so stop() cannot miss one it started.
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-        try:
+        # list, so stop() cannot miss one it started. (Not by blocking the signals: a child
+        # inherits the blocked mask, and would then ignore our SIGTERM.)
+        with self._hold_stop():
             process = ManagedProcess.start(argv, name=name, log_dir=self.logs)
             self.processes.append(process)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         return process
 
     def _gatehouse(self, *args: str, name: str) -> ManagedProcess:

@@ -189,6 +189,10 @@ def test_dev_started_from_a_script_stops_everything_on_sigint_or_sigterm(tmp_pat
         pid = int(pidfile.read_text())
         children = _children(pid)
         assert len(children) >= (8 if when == "up" else 1), children  # redis, 2 upstreams, 4 services, envoy
+        for child in children:  # each can take dev's SIGTERM (none inherited a blocked mask)
+            with open(f"/proc/{child}/status") as status:
+                blocked = int(next(line for line in status if line.startswith("SigBlk:")).split()[1], 16)
+            assert not blocked & (1 << (signal.SIGTERM - 1)), f"process {child} has SIGTERM blocked"
         sent = time.monotonic()
         os.kill(pid, getattr(signal, sig))
         shell.wait(timeout=30)

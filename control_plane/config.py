@@ -197,6 +197,15 @@ class KubernetesBreakerBoard(Model):
     """Its name, in the Lease's namespace; the control plane creates it on first use."""
 
 
+class KubernetesRouteAcks(Model):
+    """Share what each replica's Envoys ACKed or NACKed of the Routes through one ConfigMap,
+    so the Lease holder's Route status covers every Envoy, whichever replica it is
+    connected to (control_plane/sources/kubernetes/route_acks.py; docs/kubernetes.md)."""
+
+    config_map: Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)]
+    """Its name, in the Lease's namespace; the control plane creates it on first use."""
+
+
 class Kubernetes(Model):
     kubeconfig: str | None = None
     """A kubeconfig file; without one, the pod's service account (in-cluster)."""
@@ -211,6 +220,8 @@ class Kubernetes(Model):
     api_keys: KubernetesApiKeys | None = None
     breaker_board: KubernetesBreakerBoard | None = None
     """Without it each replica keeps its own breakers (right for one replica only)."""
+    route_acks: KubernetesRouteAcks | None = None
+    """Without it the Route status reflects only the Envoys of the Lease holder (right for one replica only)."""
 
     @model_validator(mode="after")
     def _renew_within_duration(self) -> Kubernetes:

@@ -149,13 +149,13 @@ class WaitingRoomGate:
             retry = max(1, min(FULL_RETRY_CAP_S, math.ceil(policy.room.max_waiting / policy.room.admit_per_second)))
             body = _body("waiting_room_full", "The waiting room is full; retry later.", request_id, retryAfter=retry)
             return Verdict(False, response(MARKED_STATUS, [*_JSON, (MARKER_HEADER, "full"), ("retry-after", str(retry))], body))
-        return self._waiting(policy, self._signer.sign(route, ticket_id), step.position, request_id)
+        return self._waiting(policy, self._signer.sign(route, ticket_id), step.position, step.retry_after, request_id)
 
-    def _waiting(self, policy: RoomPolicy, ticket: str | None, position: int | None, request_id: str) -> Verdict:
+    def _waiting(self, policy: RoomPolicy, ticket: str | None, position: int | None, retry: int, request_id: str) -> Verdict:
+        """``retry``: the store's (it holds the ticket's turn that long plus a grace)."""
         self._wait.inc()
         rate = policy.room.admit_per_second
         ahead = position if position is not None else rate
-        retry = max(1, math.ceil(ahead / rate))
         body = _body(
             "waiting_room", "You are in the waiting room; retry with your ticket.", request_id,
             position=position, estimatedWaitSeconds=round(ahead / rate, 2), retryAfter=retry,
@@ -182,6 +182,6 @@ class WaitingRoomGate:
         if policy.on_store_failure == "local":
             if self._local.hit_now(policy.local, "waiting-room").allowed:
                 return _ADMIT
-            return self._waiting(policy, None, None, request_id)
+            return self._waiting(policy, None, None, 1, request_id)
         body = _body("waiting_room_unavailable", "The waiting room cannot decide right now; retry later.", request_id, retryAfter=1)
         return Verdict(False, response(MARKED_STATUS, [*_JSON, (MARKER_HEADER, "unavailable"), ("retry-after", "1")], body))

@@ -3,10 +3,12 @@
 ::
 
     gatehouse:wr:{<route id>}:q      zset  ticket id -> arrival number (waiting)
-    gatehouse:wr:{<route id>}:ready  zset  ticket id -> promoted at (its turn came)
+    gatehouse:wr:{<route id>}:ready  zset  ticket id -> its turn passes on at (its turn came)
     gatehouse:wr:{<route id>}:exp    zset  ticket id -> last seen + ttl (every live ticket)
     gatehouse:wr:{<route id>}:st     hash  turns, ts, seq
     gatehouse:wr:{<route id>}:spent  zset  ticket id -> forget at (admitted tickets)
+    gatehouse:wr:{<route id>}:due    hash  ticket id -> when its client was told to come back
+    gatehouse:wr:{<route id>}:missed zset  ticket id -> missed at (its turn passed on)
 
 One hash tag per route, so a room lives on one Redis Cluster node; the clock is Redis
 ``TIME``. The client, its timeouts and the circuit breaker are the rate limiter's
@@ -26,6 +28,12 @@ from .scripts import waiting_room_source
 
 PREFIX: Final = "gatehouse:wr:"
 ADMITTED, WAIT, FULL, USED = 1, 0, 2, 3
+TURN_GRACE_MS: Final = 1000
+"""A ready ticket whose client has not come back by its Retry-After plus this has missed its
+turn: the turn passes to the next ticket (a client keeping to Retry-After is back well
+within it; one that comes back later takes the next turn)."""
+
+Keys = tuple[str, str, str, str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +52,14 @@ class Step:
     """ADMITTED, WAIT, FULL or USED."""
     position: int
     """With WAIT: 1 + the tickets ahead."""
+    retry_after: int = 0
+    """With WAIT: the seconds the client was told to wait (the script holds its turn that long
+    plus ``TURN_GRACE_MS``)."""
 
 
-def room_keys(route: str, prefix: str = PREFIX) -> tuple[str, str, str, str, str]:
+def room_keys(route: str, prefix: str = PREFIX) -> Keys:
     tag = prefix + "{" + escape(route) + "}:"
-    return (tag + "q", tag + "ready", tag + "exp", tag + "st", tag + "spent")
+    return (tag + "q", tag + "ready", tag + "exp", tag + "st", tag + "spent", tag + "due", tag + "missed")
 
 
 class WaitingRoomStore:
@@ -56,7 +67,7 @@ class WaitingRoomStore:
         self._redis = redis
         self._prefix = prefix
         self._script = redis.client.register_script(waiting_room_source())
-        self._keys: dict[str, tuple[str, str, str, str, str]] = {}
+        self._keys: dict[str, Keys] = {}
 
     async def step(self, room: Room, ticket_id: str, *, returning: bool) -> Step:
         """Arrive (``returning=False``, ``ticket_id`` fresh) or come back with a ticket."""
@@ -65,6 +76,6 @@ class WaitingRoomStore:
             if len(self._keys) > 10_000:
                 self._keys.clear()
             keys = self._keys[room.route] = room_keys(room.route, self._prefix)
-        args = (room.admit_per_second, room.max_waiting, room.ticket_ttl_ms, ticket_id, 1 if returning else 0)
+        args = (room.admit_per_second, room.max_waiting, room.ticket_ttl_ms, ticket_id, 1 if returning else 0, TURN_GRACE_MS)
         reply = await self._redis.call(self._script, keys, args)
-        return Step(int(reply[0]), int(reply[1]))
+        return Step(int(reply[0]), int(reply[1]), int(reply[2]))

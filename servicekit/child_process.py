@@ -168,6 +168,12 @@ class ManagedProcess:
         self._signal_group(signal.SIGKILL)
         return self._popen.wait()
 
+    def terminate(self) -> None:
+        """SIGTERM the process group and return at once (``stop`` then waits): stopping
+        several processes together takes the longest of their shutdowns, not the sum."""
+        if self._popen.returncode is None:
+            self._signal_group(signal.SIGTERM)
+
     def kill(self) -> int:
         """SIGKILL the process group at once (a crash, not a shutdown) and reap it."""
         if self._popen.returncode is not None:

@@ -76,9 +76,13 @@ def announce_admin_port(port: int) -> None:
 
 def check_port_free(address: str) -> None:
     """Refuse a port someone already listens on: with SO_REUSEPORT the workers would
-    otherwise share it silently with a stale process."""
+    otherwise share it silently with a stale process. The probe sets SO_REUSEADDR, as
+    every listener does: the connections a previous process left in TIME_WAIT or
+    FIN_WAIT2 (a restart in the same network namespace) must not block the port, a
+    listener must (Linux refuses SO_REUSEADDR binds beside one)."""
     host, _, port = address.rpartition(":")
     with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host.strip("[]"), int(port)))
         except OSError as exc:

@@ -60,6 +60,7 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
                     write_status=kube.write_status,
                     api_keys=kube.api_keys,
                     breaker_board=kube.breaker_board.config_map if kube.breaker_board else None,
+                    route_acks=kube.route_acks.config_map if kube.route_acks else None,
                     **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
                 )
             ),

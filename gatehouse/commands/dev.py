@@ -7,19 +7,25 @@ Git repository seeded from examples/routes) and Envoy. Each step prints one verd
 stops everything. Then it prints tokens and curl lines to try. Edit a route in the printed
 repository, commit, and Envoy serves the change within a second.
 
-`--check` runs every printed curl line, the rate limit, the access log and a live route
+`--check` runs every printed curl line, the rate limit, the access log, the waiting room,
+an API key, token swap, a breaker move (gatehouse/devstack/features.py) and a live route
 change, one verdict line each, and exits: 0 when every step passed, 1 at the first failure.
+
+SIGINT (Ctrl-C) and SIGTERM alike stop everything within a few seconds, at any point (also
+started in the background of a script, where SIGINT would otherwise be ignored).
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 from gatehouse.devstack.checks import banner, run_checks
-from gatehouse.devstack.stack import DevStack, Ports
+from gatehouse.devstack.stack import STOP_SIGNALS, DevStack, Ports
 from gatehouse.devstack.steps import StepFailed, Steps
 
 
@@ -34,13 +40,54 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(run=run)
 
 
+class Stop(BaseException):
+    """SIGINT or SIGTERM: unwinds whatever runs (a start, a check, the wait), so that
+    everything is stopped at once. A BaseException, so no step takes it for its failure."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signal = signal.Signals(signum).name
+
+
+class StopSignals:
+    """The handler of both signals: raises Stop, or, inside ``held()``, once the block ends."""
+
+    def __init__(self) -> None:
+        self._holding = 0
+        self._pending: int | None = None
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        if self._holding:
+            self._pending = signum
+            return
+        raise Stop(signum)
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding and self._pending is not None:
+                signum, self._pending = self._pending, None
+                raise Stop(signum)
+
+
 def run(args: argparse.Namespace) -> int:
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    stack = DevStack(workdir, Ports(listener=args.port))
+    stops = StopSignals()
+    stack = DevStack(workdir, Ports(listener=args.port), hold_stop=stops.held)
     steps = Steps()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    name = "dev check" if args.check else "dev"
+    # Set explicitly: a shell without job control (a script, CI) starts background jobs with
+    # SIGINT ignored, and Python then installs no handler of its own.
+    stops.install()
     try:
         with steps.step("tools found (git, redis-server, envoy)"):
             stack.find_tools()
@@ -52,12 +99,15 @@ def run(args: argparse.Namespace) -> int:
             run_checks(stack, steps)
             print(f"dev check: ok ({len(steps.passed)} steps)", flush=True)
             return 0
-        stop.wait()
-        return 0
+        while True:
+            signal.pause()
     except StepFailed as failed:
-        print(f"{'dev check' if args.check else 'dev'}: FAIL at step {len(steps.passed) + 1}: {failed.step}", flush=True)
+        print(f"{name}: FAIL at step {len(steps.passed) + 1}: {failed.step}", flush=True)
         return 1
-    except KeyboardInterrupt:
-        return 0
+    except Stop as stopped:
+        print(f"{name}: {stopped.signal}, stopping everything", flush=True)
+        return 1 if args.check else 0
     finally:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C does not cut the stop short
         stack.stop()

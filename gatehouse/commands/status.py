@@ -1,6 +1,6 @@
-"""`gatehouse status`: every connected Envoy, what it ACKed versus the latest, NACKs, routes
-left out for a missing ReferenceGrant, and the route breakers (``GET /breakers``;
-`gatehouse breaker` moves them)."""
+"""`gatehouse status`: every connected Envoy, what it ACKed versus the latest, NACKs, the
+routes left out of the config (quarantined, refused, losing a conflict, or missing a
+ReferenceGrant), and the route breakers (``GET /breakers``; `gatehouse breaker` moves them)."""
 
 from __future__ import annotations
 
@@ -159,4 +159,20 @@ def render_status(status: dict[str, Any]) -> str:
             lines.append(f"    {kind} NACK: {nack['error']}")
             for route in nack["routes"]:
                 lines.append(f"      caused by {route['route']} ({route['origin']})")
+    lines.extend(_left_out(status))
     return "\n".join(lines)
+
+
+def _left_out(status: dict[str, Any]) -> list[str]:
+    """Routes not in Envoy's config while every other route serves: quarantined by the
+    translator (with why), or losing a conflict over the same match."""
+    lines = []
+    quarantined: dict[str, str] = status.get("quarantined") or {}
+    if quarantined:
+        lines.append(f"quarantined routes ({len(quarantined)}, left out of the config):")
+        lines.extend(f"    {route}: {why}" for route, why in sorted(quarantined.items()))
+    conflicts: list[dict[str, str]] = status.get("conflicts") or []
+    if conflicts:
+        lines.append(f"conflicting routes ({len(conflicts)}, left out of the config):")
+        lines.extend(f"    {c['route']} ({c['origin']}): {c['detail']}" for c in conflicts)
+    return lines

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from functools import partial
 
+from gatehouse.devstack.features import banner_lines, run_feature_checks
 from gatehouse.devstack.stack import DevStack, git, http_get
 from gatehouse.devstack.steps import Steps
 
@@ -84,6 +85,8 @@ def banner(stack: DevStack) -> str:
         f'  curl -si -H "Authorization: Bearer $READ" {base}/api/v2/orders/42    # 403: the account is blocked',
         f"  gatehouse unblock --sub alice {admin}",
         "",
+        *banner_lines(stack),
+        "",
         "Change a route live (Envoy is not restarted): send all checkout traffic to v3",
         f"  sed -i 's/weight: 90/weight: 0/; s/weight: 10/weight: 100/' {checkout}",
         f"  git -C {stack.repo} commit -qam 'checkout: all traffic to v3'",
@@ -103,8 +106,9 @@ def _upstream_of(body: bytes) -> str | None:
 
 
 def run_checks(stack: DevStack, steps: Steps) -> None:
-    """Every curl line, the rate limit, the one-call path, the access log, then a live route
-    change: one step each, stopping at the first failure (StepFailed)."""
+    """Every curl line, the rate limit, the one-call path, the access log, the features
+    (waiting room, API key, token swap, breaker move), then a live route change: one step
+    each, stopping at the first failure (StepFailed)."""
     tokens: dict[str, str] = {}
     with steps.step("tokens minted (gatehouse token, the dev issuer's key)"):
         tokens.update({scope: stack.token(scope=scope) for scope in (READ, WRITE)})
@@ -114,6 +118,7 @@ def run_checks(stack: DevStack, steps: Steps) -> None:
     steps.check(f"rate limit {LIMITED}: {QUOTA} x 200 then 429 with Retry-After", partial(_check_rate_limit, stack))
     steps.check("token and route limit decided in one call (X-RateLimit-Limit: 100)", partial(_check_one_call, stack, tokens[READ]))
     steps.check(f"access log {stack.access_log} has the requests", partial(_check_access_log, stack))
+    run_feature_checks(stack, steps, tokens[READ])
     steps.check("live route change: commit moves /api/v2/checkout to order-service-v3", partial(_check_live_change, stack))
 
 

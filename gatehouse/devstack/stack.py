@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 
 import yaml
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from servicekit.child_process import ManagedProcess, find_binary, free_port, port_open
 from gatehouse.devstack.issuer import DevIssuer
@@ -22,6 +29,28 @@ from gatehouse.envoy_bootstrap import render_bootstrap
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UPSTREAMS = ("order-service", "order-service-v3")
 GIT_IDENTITY = ["-c", "user.name=gatehouse dev", "-c", "user.email=dev@gatehouse.local"]
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+STOP_TIMEOUT_S = 4.0
+"""SIGTERM to SIGKILL, for the whole stack at once."""
+
+
+UPSTREAM_ISSUER = "https://gateway.dev.gatehouse.local/"
+"""The iss of the tokens ext_authz signs for token-swap routes (examples/routes/billing.yaml)."""
+
+
+def keep_secret(path: Path, make: Callable[[], bytes]) -> None:
+    """Write a credential or key once, owner-only from the start; later runs keep it, so
+    what was handed out (tickets, keys, tokens) stays valid across restarts."""
+    if path.exists():
+        return
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
+        out.write(make())
+
+
+def signing_key_pem() -> bytes:
+    """An EC P-256 key for ext_authz's upstream tokens (ES256)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
 
 
 def binary(name: str, hint: str) -> str:
@@ -82,7 +111,9 @@ class Ports:
 
 
 class DevStack:
-    def __init__(self, workdir: Path, ports: Ports) -> None:
+    def __init__(self, workdir: Path, ports: Ports, *, hold_stop: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+        """``hold_stop``: a block in which a stop signal waits (gatehouse/commands/dev.py)."""
+        self._hold_stop = hold_stop
         self.workdir = workdir
         self.ports = ports
         self.logs = workdir / "logs"
@@ -90,6 +121,9 @@ class DevStack:
         self.issuer = DevIssuer(workdir)
         self.admin_credential = workdir / "admin-credential"
         self.tally_credential = workdir / "breaker-tally-credential"
+        self.operator_credential = workdir / "breaker-operator-credential"
+        self.ticket_key = workdir / "waiting-room-key"
+        self.signing_key = workdir / "upstream-signing.pem"
         self.access_log = self.logs / "access.jsonl"
         self.processes: list[ManagedProcess] = []
         self.tools: dict[str, str] = {}
@@ -107,12 +141,10 @@ class DevStack:
     def write_config(self) -> None:
         ports = self.ports
         self.issuer.ensure()
-        if not self.admin_credential.exists():
-            self.admin_credential.write_text(secrets.token_urlsafe(24))
-            self.admin_credential.chmod(0o600)
-        if not self.tally_credential.exists():
-            self.tally_credential.write_text(secrets.token_urlsafe(24))
-            self.tally_credential.chmod(0o600)
+        for credential in (self.admin_credential, self.tally_credential, self.operator_credential):
+            keep_secret(credential, lambda: secrets.token_urlsafe(24).encode())
+        keep_secret(self.ticket_key, lambda: secrets.token_urlsafe(48).encode())
+        keep_secret(self.signing_key, signing_key_pem)
         endpoints = {"services": {name: [f"127.0.0.1:{port}"] for name, port in ports.upstreams.items()}}
         (self.workdir / "endpoints.yaml").write_text(yaml.safe_dump(endpoints))
         control_plane = {
@@ -123,7 +155,7 @@ class DevStack:
             "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz_http}", "protocol": "http"},
             "rateLimit": {"address": f"127.0.0.1:{ports.ratelimit}", "timeout": "100ms"},
             "accessLog": {"address": f"127.0.0.1:{ports.telemetry}", "flushInterval": "200ms"},
-            "breakers": {"tallyCredentialFile": str(self.tally_credential)},
+            "breakers": {"tallyCredentialFile": str(self.tally_credential), "operatorCredentialFile": str(self.operator_credential)},
             "sources": {
                 "git": [
                     {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache"}
@@ -141,6 +173,10 @@ class DevStack:
                 "listen": f"127.0.0.1:{ports.ext_authz_http}",
                 "routes": {"xds": {"address": f"127.0.0.1:{ports.xds}", "nodeId": "dev-ext-authz", "cluster": "ext-authz"}},
                 "rateLimit": {"redis": {"url": f"redis://127.0.0.1:{ports.redis}/0", "timeout": "50ms"}},
+                "waitingRoom": {"ticketKeyFile": str(self.ticket_key)},
+                # What routes may ask tokens for: the example's audience, for its namespace.
+                "upstreamTokens": {"issuer": UPSTREAM_ISSUER, "keyFile": str(self.signing_key), "ttl": "60s",
+                                   "audiences": {"shop": ["legacy-billing"]}},
             },
         }
         ratelimit = {
@@ -165,8 +201,12 @@ class DevStack:
         (self.workdir / "envoy.yaml").write_text(yaml.safe_dump(bootstrap, sort_keys=False))
 
     def _start(self, argv: list[str], name: str) -> ManagedProcess:
-        process = ManagedProcess.start(argv, name=name, log_dir=self.logs)
-        self.processes.append(process)
+        # A stop signal (which unwinds `gatehouse dev`) waits until the process is on the
+        # list, so stop() cannot miss one it started. (Not by blocking the signals: a child
+        # inherits the blocked mask, and would then ignore our SIGTERM.)
+        with self._hold_stop():
+            process = ManagedProcess.start(argv, name=name, log_dir=self.logs)
+            self.processes.append(process)
         return process
 
     def _gatehouse(self, *args: str, name: str) -> ManagedProcess:
@@ -230,7 +270,12 @@ class DevStack:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.ports.listener}{path}"
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM every process at once, then SIGKILL whatever still runs after ``timeout``:
+        the whole stack is down within a few seconds, whatever one process does."""
+        for process in self.processes:
+            process.terminate()
+        deadline = time.monotonic() + timeout
         for process in reversed(self.processes):
-            process.stop(timeout=5)
+            process.stop(timeout=max(0.0, deadline - time.monotonic()))
         self.processes.clear()

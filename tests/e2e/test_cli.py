@@ -18,7 +18,7 @@ def gatehouse(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[
 def test_validate_accepts_the_examples() -> None:
     result = gatehouse("validate", "examples/routes")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok: 7 route(s)"
+    assert result.stdout.strip() == "ok: 11 route(s)"
 
 
 def test_validate_names_file_line_field_and_reason(tmp_path: Path) -> None:

@@ -151,6 +151,8 @@ GATEWAY_TLS_DIR = "/etc/gatehouse/tls"
 BREAKERS = f"{RELEASE}-gatehouse-breakers"
 BREAKERS_DIR = "/etc/gatehouse/breakers"
 CONTROL_PLANE_REPLICAS = f"{RELEASE}-gatehouse-control-plane-replicas"
+ROUTE_ACKS = f"{RELEASE}-gatehouse-route-acks"
+"""The ConfigMap the replicas share their Envoys' ACKs through (created by the control plane)."""
 DRAIN_SECONDS = 3
 
 
@@ -828,6 +830,30 @@ def test_breakers_are_wired_by_default_into_the_control_plane(tools: KubeTools, 
     assert [d["metadata"]["name"] for d in no_status if d["kind"] == "Role"] == [f"{CONTROL_PLANE}-breakers"]
 
 
+def test_the_replicas_share_route_acks_through_one_configmap_granted_by_name(tools: KubeTools, helm_home: Path, tmp_path: Path) -> None:
+    """Issue 25: with several replicas the Lease holder writes the status of Routes whose
+    Envoys are connected to the others; they share their ACKs through a ConfigMap."""
+    docs = objects(template(tools, helm_home, "--set", "controlPlane.replicas=2"))
+    config_file = tmp_path / "control-plane.yaml"
+    config_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    kubernetes = load_config(config_file).sources.kubernetes
+    assert kubernetes is not None and kubernetes.route_acks is not None
+    assert kubernetes.route_acks.config_map == ROUTE_ACKS and kubernetes.lease_namespace == NAMESPACE
+    assert not [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == ROUTE_ACKS], "the control plane's, never rendered"
+    role = find(docs, "Role", f"{CONTROL_PLANE}-route-acks")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [ROUTE_ACKS], "verbs": ["get", "patch", "list", "watch"]},
+    ]
+    binding = find(docs, "RoleBinding", f"{CONTROL_PLANE}-route-acks")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": CONTROL_PLANE, "namespace": NAMESPACE}]
+    # No status writing: nothing to share, no grant.
+    off = objects(template(tools, helm_home, "--set", "controlPlane.kubernetes.writeStatus=false"))
+    assert not [d for d in off if d["metadata"]["name"].endswith("-route-acks")]
+    assert "routeAcks" not in yaml.safe_load(find(off, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])["sources"]["kubernetes"]
+
+
 def test_breaker_tallies_go_from_telemetry_to_every_replica_with_the_tally_credential_alone(
     tools: KubeTools, helm_home: Path, tmp_path: Path
 ) -> None:
@@ -1245,6 +1271,14 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
             ("delete", "referencegrants.gateway.networking.k8s.io", "shop", ""),
         ]:
             assert not can_i(api, sa, verb, resource, namespace, name), f"{sa} may {verb} {resource} {name}"
+        # The route ACKs' ConfigMap (the replicas' Envoys, for the status): that name alone.
+        for verb, name in [("create", ""), ("get", ROUTE_ACKS), ("patch", ROUTE_ACKS), ("list", ROUTE_ACKS), ("watch", ROUTE_ACKS)]:
+            assert can_i(api, sa, verb, "configmaps", NAMESPACE, name), f"{sa} cannot {verb} configmaps {name}"
+        for verb, namespace, name in [
+            ("list", NAMESPACE, ""), ("patch", NAMESPACE, "someone-elses"), ("update", NAMESPACE, ROUTE_ACKS),
+            ("delete", NAMESPACE, ROUTE_ACKS), ("create", "shop", ""), ("get", "shop", ROUTE_ACKS),
+        ]:
+            assert not can_i(api, sa, verb, "configmaps", namespace, name), f"{sa} may {verb} configmaps {name} in {namespace}"
         gateway_sa = f"system:serviceaccount:{NAMESPACE}:{GATEWAY}"
         assert not can_i(api, gateway_sa, "list", "routes.gatehouse.io")
         assert not can_i(api, gateway_sa, "get", "configmaps", NAMESPACE)
@@ -1310,6 +1344,18 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
         assert route_conditions(api)["Accepted"]["status"] == "True"
         lease = json.loads(api.kubectl("get", "lease", "gatehouse-control-plane", "-n", NAMESPACE, "-o", "json").stdout)
         assert lease["spec"]["holderIdentity"], lease
+        # Its Envoys' ACK, shared for the other replicas: the control plane created and
+        # patched the ConfigMap, and watches it, with the ServiceAccount's rights alone.
+        def shared_ack() -> bool:
+            found = api.kubectl("get", "configmap", ROUTE_ACKS, "-n", NAMESPACE, "-o", "json", check=False)
+            if found.returncode != 0:
+                return False
+            data = json.loads(found.stdout).get("data") or {}
+            return any(json.loads(v)["routes"].get("shop/orders-by-id", ["", "x"])[1] == "" for v in data.values())
+
+        wait_for(shared_ack, 10, "the route's ACK in the shared ConfigMap", interval=0.3)
+        acks = next(s for s in control_plane.status()["sources"] if s["name"] == "kubernetes")["route_acks"]
+        assert acks["synced"] is True and acks["write_errors"] == 0, acks
         # The Envoy identifies itself by its pod name, in the node group "gateway".
         assert pod_name in json.dumps(control_plane.status())
 

@@ -91,3 +91,27 @@ def test_status_shows_the_envoy_that_nacked_and_diffs_it_against_the_latest(make
     assert get(strict.admin_port, "/ready").status == 200
     dumped = json.dumps(strict.config_dump("dynamic_route_configs"))
     assert "default/a" in dumped and "default/huge" not in dumped
+
+
+def test_status_text_lists_the_routes_left_out_and_why(make_stack: StackFactory) -> None:
+    """Issue 25: the text output showed quarantined routes nowhere (only --json had them)."""
+    stack = make_stack(upstreams=("svc-a",))
+    room = {"admitPerSecond": 5, "maxWaiting": 10}
+    stack.commit_routes({"r.yaml": [
+        route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND}),
+        # No extAuthz on this gateway: a waiting room cannot be honoured, the route is quarantined.
+        route_doc("room", {"match": {"pathPrefix": "/room"}, "backends": BACKEND, "auth": {"required": False}, "waitingRoom": room}),
+        # The same match as "a": the later one loses the conflict.
+        route_doc("z-copy", {"match": {"pathPrefix": "/a"}, "backends": BACKEND}),
+    ]})
+    stack.start(wait_path="/a")
+    assert stack.get("/room").status == 404, "the quarantined route is not served"
+    table = gatehouse_status(stack)
+    assert table.returncode == 0, table.stdout + table.stderr  # every Envoy in sync: still a passing gate
+    lines = table.stdout.splitlines()
+    start = lines.index("quarantined routes (1, left out of the config):")
+    assert lines[start + 1].startswith("    default/room: ") and "waitingRoom" in lines[start + 1], table.stdout
+    start = lines.index("conflicting routes (1, left out of the config):")
+    assert lines[start + 1].startswith("    default/z-copy (") and "default/a" in lines[start + 1], table.stdout
+    document = json.loads(gatehouse_status(stack, "--json").stdout)
+    assert set(document["quarantined"]) == {"default/room"}, "the text shows what --json has"

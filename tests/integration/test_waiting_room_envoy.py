@@ -9,7 +9,10 @@ room. A client's ticket is opened by one instance and honoured by the other.
   their order, and no second admits more than 50 ± one second's worth;
 - a forged ticket, one for another route and a used one are refused (403); ``maxWaiting``
   answers 503 ``waiting_room_full``; a client that gives up frees its place after
-  ``ticketTtl``.
+  ``ticketTtl``;
+- no-shows: on ``admitPerSecond: 1, ticketTtl: 20s``, positions 1–5 never come back;
+  their turns pass on after a short grace, so the 15 behind them drain at the rate (each
+  by its position's second, not after ``ticketTtl``), in ticket order, within the bound.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ SMALL_TTL_S = 5
 ROUTES = {
     "launch": {"admitPerSecond": RATE, "maxWaiting": 1000, "ticketTtl": "20s"},
     "small": {"admitPerSecond": 1, "maxWaiting": 2, "ticketTtl": f"{SMALL_TTL_S}s"},
+    "noshow": {"admitPerSecond": 1, "maxWaiting": 100, "ticketTtl": "20s"},
     # Admits everyone: warms Envoy's connection pools to both ext_authz processes.
     "warm": {"admitPerSecond": 100_000, "maxWaiting": 1},
 }
@@ -118,13 +122,19 @@ class Visit:
 def visit(gateway: Gateway, record: Visit, barrier: threading.Barrier, deadline: float) -> None:
     """Arrive, then come back with the ticket at each Retry-After, alternating instances;
     even clients carry the ticket in its cookie, odd ones in the header."""
-    cookie = cookie_name("default/launch") if record.client % 2 == 0 else None
-    ticket = None
     barrier.wait()
+    keep_coming(gateway, record, "launch", None, deadline)
+
+
+def keep_coming(gateway: Gateway, record: Visit, route: str, ticket: str | None, deadline: float, wait: float = 0) -> None:
+    """After ``wait``, ask (with the ticket, if any) until admitted, sleeping Retry-After
+    between visits."""
+    cookie = cookie_name(f"default/{route}") if record.client % 2 == 0 else None
     attempt = record.client
+    time.sleep(wait)
     while time.monotonic() < deadline:
         try:
-            reply = ask(gateway.ports[attempt % 2], f"/launch/{record.client}", ticket, cookie=cookie)
+            reply = ask(gateway.ports[attempt % 2], f"/{route}/{record.client}", ticket, cookie=cookie)
         except (OSError, http.client.HTTPException) as exc:
             record.problems.append(f"{type(exc).__name__}: {exc}")
             time.sleep(0.2)
@@ -215,6 +225,54 @@ def test_a_crowd_across_two_instances_is_admitted_in_ticket_order_at_the_rate(
             service.stop()
 
 
+def test_no_shows_pass_their_turns_on_and_the_rest_drain_at_the_rate(
+    make_stack: StackFactory, tmp_path: Path, redis: RedisServer
+) -> None:
+    """The issue's case: ``admitPerSecond: 1``, ``ticketTtl: 20s``; positions 1–5 take a
+    ticket and never come back. Before, their turns stayed theirs until the tickets expired
+    (the first of the 15 behind them was admitted after 20–30 s)."""
+    rate, no_shows, others = 1, 5, 15
+    gateway = start(make_stack, tmp_path, redis)
+    try:
+        first = ask(gateway.ports[0], "/noshow/first")
+        assert first.status == 200, "the room's free turn"
+        started = time.monotonic()
+        tickets: list[tuple[str, float]] = []
+        for position in range(1, no_shows + others + 1):
+            reply = ask(gateway.ports[position % 2], f"/noshow/{position}")
+            assert reply.status == 503 and reply.json()["position"] == position, (position, reply)
+            tickets.append((reply.headers["x-gatehouse-ticket"], float(reply.headers["retry-after"])))
+        visits = [Visit(position) for position in range(no_shows + 1, no_shows + others + 1)]
+        deadline = started + 60
+        threads = [
+            threading.Thread(target=keep_coming, args=(gateway, v, "noshow", *tickets[v.client - 1][:1], deadline, tickets[v.client - 1][1]))
+            for v in visits
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(70)
+        waits = {v.client: round(v.admitted_at - started, 2) for v in visits if v.admitted_at is not None}
+        print("no-show room: seconds from arrival to admission by position:", waits)
+        problems = {v.client: v.problems for v in visits if v.problems}
+        assert not problems, (problems, waits)
+        assert all(v.upstream == "svc-a" for v in visits)
+        # Each is admitted about when its position's turn comes (turn p at p seconds), not
+        # after the no-shows' ticketTtl (2 s of slack for a busy machine).
+        for v in visits:
+            assert waits[v.client] <= v.client / rate + 2.0, f"position {v.client} admitted after {waits[v.client]} s: {waits} {v.positions}"
+        order = [waits[v.client] for v in visits]
+        assert order == sorted(order), f"admitted out of ticket order: {waits}"
+        # The rate bound still holds: at most 2 x rate in any second, rate a second overall.
+        times = sorted(v.admitted_at for v in visits if v.admitted_at is not None)
+        busiest = max(sum(1 for t in times if start <= t < start + 1.0) for start in times)
+        assert busiest <= 2 * rate, (busiest, waits)
+        assert times[-1] - times[0] >= (others - 2 * rate) / rate - 0.5, waits
+    finally:
+        for service in gateway.authz:
+            service.stop()
+
+
 def wait_turn(gateway: Gateway, path: str, ticket: str, *, timeout: float = 15) -> Reply:
     """Come back at each Retry-After until admitted (alternating instances)."""
     end = time.monotonic() + timeout
@@ -272,7 +330,15 @@ def test_tickets_are_refused_when_forged_or_used_and_freed_when_abandoned(
         assert filled.status == 503 and filled.json()["error"]["code"] == "waiting_room_full"
 
         def room_has_space() -> bool:
-            return ask(first, "/small/c").json().get("error", {}).get("code") != "waiting_room_full"
+            # A place is free when an arrival gets a ticket. (Once the two holders' turns have
+            # passed on, nobody is in line, and an arrival that finds a turn free goes straight
+            # through: that is no place freed, the held tickets still count.)
+            reply = ask(first, "/small/c")
+            if reply.status == 200:
+                return False
+            code = reply.json()["error"]["code"]
+            assert code in ("waiting_room", "waiting_room_full"), reply
+            return bool(code == "waiting_room")
 
         wait_for(room_has_space, SMALL_TTL_S + 10, "the abandoned tickets to free their places", interval=0.25)
         assert time.monotonic() - last_seen >= SMALL_TTL_S - 0.5, "not before ticketTtl after its last visit"

@@ -243,6 +243,11 @@ and telemetry's breakerTallies.credentialFile name files here. */}}
 {{- default (include "gatehouse.componentName" (dict "ctx" . "component" "breakers")) .Values.breakers.existingSecret }}
 {{- end }}
 
+{{/* The route ACKs' ConfigMap (every replica's Envoys, for the Route status), which the control plane creates and patches itself (never rendered). */}}
+{{- define "gatehouse.routeAcks.configMapName" -}}
+{{- include "gatehouse.componentName" (dict "ctx" . "component" "route-acks") }}
+{{- end }}
+
 {{/* The breaker board's ConfigMap, which the control plane creates and patches itself (never rendered). */}}
 {{- define "gatehouse.breakers.boardName" -}}
 {{- include "gatehouse.componentName" (dict "ctx" . "component" "breakers") }}

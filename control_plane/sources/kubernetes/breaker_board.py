@@ -39,16 +39,15 @@ from typing import Any
 import structlog
 # Imported here, not through ``client.<Name>``: the lazy import on first use held the
 # event loop for 120-190 ms (see leader.py).
-from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta
-from kubernetes.client.exceptions import ApiException
+from kubernetes.client import CoreV1Api
 from prometheus_client import Counter
 
 from control_plane.breakers.board import Actor, BreakerBoard, BreakerState, Phase, newer
+from control_plane.sources.kubernetes.shared_config_map import write_keys
 from control_plane.sources.kubernetes.watch import Changes
 
 log = structlog.get_logger(component="breaker_board")
 
-REQUEST_TIMEOUT = 5.0
 BACKOFF_MAX = 10.0
 PRUNE_EVERY = 30.0
 PRUNE_AFTER = 60.0
@@ -202,33 +201,9 @@ class SharedBreakerBoard:
     def _write(self, batch: dict[str, str | None]) -> None:
         """One merge patch of the changed keys (None removes one); creates the ConfigMap on
         first use. Runs in a worker thread."""
-        try:
-            self._patch(batch)
-            return
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-        body = V1ConfigMap(
-            metadata=V1ObjectMeta(
-                name=self.name,
-                namespace=self.namespace,
-                labels={"app.kubernetes.io/managed-by": "gatehouse-control-plane", "gatehouse.io/breaker-board": "true"},
-                annotations={"gatehouse.io/about": "route circuit breakers' phases, shared by the control-plane replicas; written by them"},
-            ),
-            data={k: v for k, v in batch.items() if v is not None},
-        )
-        try:
-            self._core.create_namespaced_config_map(self.namespace, body, _request_timeout=REQUEST_TIMEOUT)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            self._patch(batch)  # another replica created it meanwhile
-
-    def _patch(self, batch: dict[str, str | None]) -> None:
-        # A JSON merge patch: the keys named change, a null removes one, the rest stay.
-        self._core.patch_namespaced_config_map(
-            self.name, self.namespace, {"data": batch},
-            _content_type="application/merge-patch+json", _request_timeout=REQUEST_TIMEOUT,
+        write_keys(
+            self._core, self.namespace, self.name, batch, labels={"gatehouse.io/breaker-board": "true"},
+            about="route circuit breakers' phases, shared by the control-plane replicas; written by them",
         )
 
     def _prune(self) -> None:

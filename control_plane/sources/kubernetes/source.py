@@ -38,6 +38,7 @@ from control_plane.sources.kubernetes.breaker_board import SharedBreakerBoard
 from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
 from control_plane.sources.kubernetes.leader import LeaderElector
 from control_plane.sources.kubernetes.reference_grants import WATCH_NAME, KubernetesReferenceGrants, resolved_refs
+from control_plane.sources.kubernetes.route_acks import SharedRouteAcks
 from control_plane.sources.kubernetes.routes import SOURCE, KubernetesRouteSource, ObjectState
 from control_plane.sources.kubernetes.status import Condition, DesiredStatus, StatusWriter
 from control_plane.sources.kubernetes.watch import Changes, ResourceWatch
@@ -64,6 +65,8 @@ class KubernetesSettings:
     """Sync API-key Secrets into the key store (``api_key_secrets``)."""
     breaker_board: str | None = None
     """The ConfigMap (in ``lease_namespace``) the replicas share breaker phases through."""
+    route_acks: str | None = None
+    """The ConfigMap (in ``lease_namespace``) the replicas share their Envoys' ACKs through."""
 
 
 class KubernetesSource:
@@ -89,6 +92,7 @@ class KubernetesSource:
         self._last_acked = ""
         self.api_keys: ApiKeySecrets | None = None
         self.breaker_board: SharedBreakerBoard | None = None
+        self.route_acks: SharedRouteAcks | None = None
         self._board: tuple[BreakerBoard, Callable[[], set[str] | None]] | None = None
         self._route_paths = (
             [f"/apis/{GROUP}/{VERSION}/namespaces/{ns}/{PLURAL}" for ns in settings.namespaces]
@@ -163,6 +167,10 @@ class KubernetesSource:
                 asyncio.create_task(self._writer.run(lambda: self._leader is not None and self._leader.leading), name="route-status"),
                 asyncio.create_task(self._on_leadership(), name="leadership"),
             ]
+            if self._settings.route_acks is not None:
+                watch, task = self._route_acks_sync(api, loop, self._settings.route_acks)
+                watches.append(watch)
+                tasks.append(task)
         if self._settings.api_keys is not None:
             watch, task = self._api_key_sync(api, loop, self._settings.api_keys)
             watches.append(watch)
@@ -191,6 +199,19 @@ class KubernetesSource:
             name=f"breaker-board:{shared.namespace}/{shared.name}", field_selector=shared.field_selector,
         )
         return watch, asyncio.create_task(shared.run(), name="breaker-board")
+
+    def _route_acks_sync(
+        self, api: client.ApiClient, loop: asyncio.AbstractEventLoop, name: str
+    ) -> tuple[ResourceWatch, asyncio.Task[None]]:
+        """The other replicas' Envoys' words on the routes, for the status (route_acks.py)."""
+        shared = self.route_acks = SharedRouteAcks(
+            CoreV1Api(api), namespace=self._settings.lease_namespace, name=name, identity=self._settings.identity,
+            may_prune=lambda: self.leading, on_change=self._refresh_all,
+        )
+        watch = ResourceWatch(
+            api, shared.watch_path, shared.apply, loop, name=f"route-acks:{shared.namespace}/{name}", field_selector=shared.field_selector,
+        )
+        return watch, asyncio.create_task(shared.run(), name="route-acks")
 
     def _api_key_sync(
         self, api: client.ApiClient, loop: asyncio.AbstractEventLoop, settings: KubernetesApiKeys
@@ -253,6 +274,8 @@ class KubernetesSource:
         key = state if isinstance(state, str) else state.key
         if isinstance(state, str):
             self._programmed.pop(key, None)
+            if self.route_acks is not None:
+                self.route_acks.say(key, None)
             if self._writer is not None:
                 self._writer.forget(key)
             return
@@ -280,8 +303,13 @@ class KubernetesSource:
         record = self._programmed.get(key)
         if conflict is not None or unresolved is not None or state.serving is None or refused:
             programmed = Condition("Programmed", "False", "NotServing", "this route is not in the configuration sent to Envoy")
-        elif record is not None and record[0] is state.serving:
-            programmed = record[1]
+        else:
+            # Every Envoy's word, this replica's and the others' (route_acks): a rejection wins.
+            words = [record[1]] if record is not None and record[0] is state.serving else []
+            heard = self.route_acks.heard(key, state.serving.origin.revision) if self.route_acks is not None else None
+            if heard is not None:
+                words.append(_condition(heard[1]))
+            programmed = next((w for w in words if w.status == "False"), words[0] if words else PENDING)
         conditions: tuple[Condition, ...] = (accepted, programmed, resolved_refs(unresolved))
         if state.accepted and conflict is None and unresolved is None and not refused:
             conditions += (
@@ -297,6 +325,10 @@ class KubernetesSource:
         changed = set(fresh) ^ set(self._problems) | {k for k in fresh if self._problems.get(k) != fresh[k]}
         self._problems = fresh
         for key in changed:
+            self._refresh(key)
+
+    def _refresh_all(self, keys: set[str]) -> None:
+        for key in keys:
             self._refresh(key)
 
     def report_conflicts(self, conflicts: Sequence[Conflict]) -> None:
@@ -328,6 +360,8 @@ class KubernetesSource:
             record = self._programmed.get(key)
             if record is None or record[0] is not route or record[1] != PROGRAMMED:
                 self._programmed[key] = (route, PROGRAMMED)
+                if self.route_acks is not None:
+                    self.route_acks.say(key, (route.origin.revision, ""))
                 self._refresh(key)
 
     def nacked(self, kind: ResourceType, routes: list[Route], error: str) -> None:
@@ -335,7 +369,9 @@ class KubernetesSource:
             if route.origin.source != SOURCE:
                 continue
             key = route.origin.location
-            self._programmed[key] = (route, Condition("Programmed", "False", "Rejected", f"Envoy rejected it: {error}"))
+            self._programmed[key] = (route, _condition(error or "rejected"))
+            if self.route_acks is not None:
+                self.route_acks.say(key, (route.origin.revision, error or "rejected"))
             self._refresh(key)
 
     def status(self) -> dict[str, Any]:
@@ -349,4 +385,10 @@ class KubernetesSource:
             "unresolved": {k: u.message for k, u in self._unresolved.items()} or None,
             "reference_grants": self.reference_grants.status(),
             **({"breaker_board": self.breaker_board.status()} if self.breaker_board is not None else {}),
+            **({"route_acks": self.route_acks.status()} if self.route_acks is not None else {}),
         }
+
+
+def _condition(nack: str) -> Condition:
+    """Programmed as Envoy's word makes it: ACKed (no message), or rejected with it."""
+    return PROGRAMMED if not nack else Condition("Programmed", "False", "Rejected", f"Envoy rejected it: {nack}")

@@ -1,13 +1,15 @@
-"""The verdict lines of `gatehouse dev` (gatehouse/devstack/steps.py) and its ports."""
+"""The verdict lines of `gatehouse dev` (gatehouse/devstack/steps.py), its ports and its stop signals."""
 
 from __future__ import annotations
 
 import io
 import re
+import signal
 import subprocess
 
 import pytest
 
+from gatehouse.commands.dev import Stop, StopSignals
 from gatehouse.devstack import stack
 from gatehouse.devstack.steps import StepError, StepFailed, Steps
 
@@ -98,3 +100,20 @@ def test_dev_ports_are_distinct_even_when_free_port_repeats_itself(monkeypatch: 
     assert len(numbers) == len(set(numbers)) == 15
     assert (ports.listener, ports.xds, ports.ext_authz) == (8080, 5, 8)  # the first holder keeps its port
     assert ports.admin == 30 and ports.telemetry == 31 and ports.upstreams["order-service"] == 32
+
+
+def test_a_stop_signal_waits_for_a_held_block_then_unwinds() -> None:
+    """dev's handler: SIGINT/SIGTERM raise Stop at once, or, while a process is being put on
+    the stop list, as soon as that block ends (so stop() never misses a started process)."""
+    stops = StopSignals()
+    with pytest.raises(Stop, match="SIGINT"):
+        stops._handle(signal.SIGINT, None)
+    reached = []
+    with pytest.raises(Stop, match="SIGTERM"), stops.held():
+        with stops.held():
+            stops._handle(signal.SIGTERM, None)
+            reached.append("inner")
+        reached.append("outer")
+    assert reached == ["inner", "outer"], "the whole outermost block ran"
+    with stops.held():
+        pass  # nothing pending any more

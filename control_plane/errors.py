@@ -3,7 +3,13 @@
     ControlPlaneError
      ├── InvalidRoutesError     one or more route documents are invalid (all problems at once)
      ├── InvalidEndpointsError  the static endpoints file is invalid
-     └── SourceError            a source could not be read (``transient`` says whether to retry)
+     ├── SourceError            a source could not be read (``transient`` says whether to retry)
+     │    └── Gone              a Kubernetes watch's resourceVersion no longer exists: relist
+     │                          (sources/kubernetes/watch.py)
+     └── RequestError           ValueError too: a request to the admin port refused with 400;
+          │                     ``str()`` names the field and the rule
+          ├── OperatorRequestError  a breaker move (breakers/operator_api.py)
+          └── TallyBodyError        telemetry's tally batch (breakers/tally_api.py)
 
 A bad config file is the kernel's ``servicekit.errors.ConfigError``, the same for every
 service. Every error carries what an operator needs to act: which file or object, which field,
@@ -57,3 +63,7 @@ class SourceError(ControlPlaneError):
     def __init__(self, message: str, *, transient: bool) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+class RequestError(ControlPlaneError, ValueError):
+    """A request to the admin port that is refused with 400; ``str()`` names the field and the rule."""

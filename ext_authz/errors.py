@@ -14,8 +14,12 @@
      │                              ``reason``); always transient
      ├── InvalidEntry               ValueError too: an admin input refused (``field``, ``reason``;
      │                              never the value)
-     └── CredentialError            ValueError too: the admin credential, or its file, is unusable
-                                    (``origin``: the file or variable; ``reason``)
+     ├── CredentialError            ValueError too: the admin credential, or its file, is unusable
+     │                              (``origin``: the file or variable; ``reason``)
+     ├── SigningKeyError            ValueError too: token swap's signing key file is unusable
+     │                              (the file and why, never the key; upstream_signer.py)
+     └── ExchangeFailed             an RFC 8693 exchange gave no usable token (the URL and
+                                    ``reason``; token_exchange.py); the client gets 503
 
 ``reason`` is a short machine code for logs and metrics (``expired``, ``bad_signature``,
 ``timeout``...), except on InvalidEntry and CredentialError, where it is the rule broken,
@@ -113,6 +117,18 @@ class CredentialError(ExtAuthzError, ValueError):
     def __init__(self, origin: str, reason: str) -> None:
         super().__init__(f"{origin}: {reason}")
         self.origin = origin
+        self.reason = reason
+
+
+class SigningKeyError(ExtAuthzError, ValueError):
+    """The signing key file is unusable; ``str()`` names the file and why, never the key."""
+
+
+class ExchangeFailed(ExtAuthzError):
+    """The exchange gave no usable token; ``str()`` is safe to log (the URL and the reason)."""
+
+    def __init__(self, url: str, reason: str, detail: str) -> None:
+        super().__init__(f"{url}: {reason}: {detail}")
         self.reason = reason
 
 

@@ -17,20 +17,14 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from ext_authz.errors import ExchangeFailed as ExchangeFailed
+
 GRANT_TYPE = "urn:ietf:params:oauth:grant-type:token-exchange"
 SUBJECT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"  # noqa: S105 - a type URN, not a secret
 MAX_ANSWER_BYTES = 64 * 1024
 MAX_TOKEN_CHARS = 8192
 _HEADER_SAFE = re.compile(r"[\x21-\x7e]+")
 """Printable ASCII without spaces: what may follow ``Bearer `` in a header line we write."""
-
-
-class ExchangeFailed(Exception):
-    """The exchange gave no usable token; ``str()`` is safe to log (the URL and the reason)."""
-
-    def __init__(self, url: str, reason: str, detail: str) -> None:
-        super().__init__(f"{url}: {reason}: {detail}")
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)

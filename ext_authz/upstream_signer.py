@@ -19,11 +19,9 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from ext_authz.errors import SigningKeyError as SigningKeyError
+
 MIN_RSA_BITS = 2048
-
-
-class SigningKeyError(ValueError):
-    """The signing key file is unusable; ``str()`` names the file and why, never the key."""
 
 
 def _thumbprint(public: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ an audit event ``breaker.transition``, actor ``operator``; a call that changes n
 from __future__ import annotations
 
 import json
+from control_plane.errors import RequestError
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +58,7 @@ _UNAUTHENTICATED = {"error": "a valid operator credential is required (Authoriza
 _NOT_CONFIGURED = {"error": "operator control is not configured: set breakers.operatorCredentialFile"}
 
 
-class OperatorRequestError(ValueError):
+class OperatorRequestError(RequestError):
     """A request this API refuses with 400; ``str()`` names the field and the rule."""
 
 

@@ -20,6 +20,7 @@ flush behind the control plane's.
 from __future__ import annotations
 
 import json
+from control_plane.errors import RequestError
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -36,7 +37,7 @@ MAX_COUNT = 10_000_000
 _UNAUTHENTICATED = {"error": "a valid tally credential is required (Authorization: Bearer ...)"}
 
 
-class TallyBodyError(ValueError):
+class TallyBodyError(RequestError):
     """A tally batch that is not what telemetry sends; ``str()`` names the field."""
 
 

@@ -25,6 +25,7 @@ import os
 import re
 import sys
 import time
+from gatehouse.commands.errors import CommandError
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,6 @@ REDIS_ENV = "GATEHOUSE_REDIS_URL"
 DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 _CONSUMER = re.compile(r"[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?")
 _KEY_ID = re.compile(r"[0-9a-f]{8}")
-
-
-class CommandError(Exception):
-    """Printed as ``error: ...``; exit status 2."""
 
 
 def _consumer(text: str) -> str:

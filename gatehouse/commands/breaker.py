@@ -28,6 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from gatehouse.commands.errors import CommandError
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +38,6 @@ ADMIN_ENV = "GATEHOUSE_CONTROL_PLANE"
 CREDENTIAL_ENV = "GATEHOUSE_BREAKER_CREDENTIAL"
 DEFAULT_ADMIN = "http://127.0.0.1:19000"
 ACTIONS = ("open", "close", "half-open", "release")
-
-
-class CommandError(Exception):
-    """Printed as ``error: ...``; exit status 2."""
 
 
 def _route(text: str) -> str:

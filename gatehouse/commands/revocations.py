@@ -22,6 +22,7 @@ import re
 import socket
 import sys
 import time
+from gatehouse.commands.errors import CommandError
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,6 @@ DEFAULT_ADMIN = "127.0.0.1:9192"
 _TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
 _TTL = re.compile(r"^(?:[0-9]+[smhd])+$")
 _MAX_TTL = 365 * 86_400
-
-
-class CommandError(Exception):
-    """Printed as ``error: ...``; exit status 2."""
 
 
 def parse_ttl(text: str) -> int:

@@ -21,6 +21,7 @@ import asyncio
 import json
 import threading
 import time
+from control_plane.errors import SourceError
 from collections.abc import Callable
 from typing import Any
 
@@ -43,8 +44,11 @@ BACKOFF_MAX = 30.0
 ABSENT_RETRY = 5.0
 
 
-class Gone(Exception):
+class Gone(SourceError):
     """The resourceVersion we resume from no longer exists: relist."""
+
+    def __init__(self, message: str = "resourceVersion expired") -> None:
+        super().__init__(message, transient=True)
 
 
 def object_key(obj: Object) -> str:

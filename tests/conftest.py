@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from servicekit import loop_watchdog
+from servicekit.child_process import ManagedProcess
 
 _REPORTS = Path(tempfile.mkdtemp(prefix="gatehouse-loop-stalls-"))
 _seen: set[tuple[str, int]] = set()
@@ -65,6 +66,29 @@ def _no_event_loop_stalls() -> Iterator[None]:
     stalls = _new_stalls()
     if stalls:
         pytest.fail("a service blocked its event loop during this test:\n" + _describe(stalls), pytrace=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_outlives_the_session() -> Iterator[None]:
+    """Every process a test started through the harness is stopped by the end of the run,
+    even when a test failed before its own cleanup was in place: a leaked gateway would
+    keep using the CPU the rest of the suite (and the machine's other work) needs."""
+    started: list[ManagedProcess] = []
+    original = ManagedProcess.start.__func__  # type: ignore[attr-defined]
+
+    def recording(cls: type[ManagedProcess], *args: object, **kwargs: object) -> ManagedProcess:
+        process: ManagedProcess = original(cls, *args, **kwargs)
+        started.append(process)
+        return process
+
+    ManagedProcess.start = classmethod(recording)  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        ManagedProcess.start = classmethod(original)  # type: ignore[method-assign,assignment]
+        for process in started:
+            if process.returncode is None:
+                process.stop()  # a no-op for one its test stopped; it only reaps and kills what leaked
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -45,20 +45,24 @@ def start(
         "controlPlane": [stack.control_plane.admin_url], "credentialFile": str(secret), "flushInterval": "200ms",
     }
     telemetry.start()
-    stack.commit_routes({"r.yaml": routes})
-    stack.start(wait_path="/ok")
-    # Telemetry learns the breaker routes from its first tally POST the control plane
-    # answers (every 200 ms, after a refused one while it was starting); entries logged
-    # before that are not a breaker's calls. Traffic starts once it has them.
-    expected = sum(1 for r in routes if "circuitBreaker" in r["spec"])
-    assert telemetry.process is not None
-    process = telemetry.process
+    try:
+        stack.commit_routes({"r.yaml": routes})
+        stack.start(wait_path="/ok")
+        # Telemetry learns the breaker routes from its first tally POST the control plane
+        # answers (every 200 ms, after a refused one while it was starting); entries logged
+        # before that are not a breaker's calls. Traffic starts once it has them.
+        expected = sum(1 for r in routes if "circuitBreaker" in r["spec"])
+        assert telemetry.process is not None
+        process = telemetry.process
 
-    def has_rules() -> bool:
-        lines = [line for line in process.log_tail(2000).splitlines() if '"breaker_rules"' in line]
-        return any(json.loads(line).get("routes") == expected for line in lines)
+        def has_rules() -> bool:
+            lines = [line for line in process.log_tail(2000).splitlines() if '"breaker_rules"' in line]
+            return any(json.loads(line).get("routes") == expected for line in lines)
 
-    wait_for(has_rules, 10, f"telemetry has the rules of {expected} breaker routes")
+        wait_for(has_rules, 10, f"telemetry has the rules of {expected} breaker routes")
+    except BaseException:
+        telemetry.stop()  # the test's own finally is not reached: never leave it running
+        raise
     return stack, telemetry, credential
 
 

@@ -132,8 +132,8 @@ def replicas(api: KubeAPIServer, tmp_path: Path) -> Iterator[Replicas]:
     access_log = {"accessLog": {"address": telemetry.address, "bufferSize": 0, "flushInterval": "50ms"}}
     stack = GatewayStack(tmp_path / "a", upstreams=("svc-a",), control_plane_extra={**extra, **access_log}, kubernetes=kubernetes)
     stack.commit_routes({"r.yaml": [
-        route_doc("ok", {"match": {"pathPrefix": "/ok"}, "backends": [{"service": "svc-a", "port": 8080}]}),
-        route_doc("orders", {"match": {"pathPrefix": "/orders"}, "backends": [{"service": "svc-a", "port": 8080}], "circuitBreaker": BREAKER}),
+        route_doc("ok", {"auth": {"required": False}, "match": {"pathPrefix": "/ok"}, "backends": [{"service": "svc-a", "port": 8080}]}),
+        route_doc("orders", {"auth": {"required": False}, "match": {"pathPrefix": "/orders"}, "backends": [{"service": "svc-a", "port": 8080}], "circuitBreaker": BREAKER}),
     ]})
     other_port = free_port()
     other = ControlPlaneProcess.write_config(

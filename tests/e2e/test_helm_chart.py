@@ -1600,6 +1600,7 @@ LIMITED_ROUTE = {
     "spec": {
         "match": {"path": "/api/v2/limited/{id}", "methods": ["GET"]},
         "backends": [{"service": "order-service", "port": 8080}],
+        "auth": {"required": False},
         "rateLimits": [{"key": "ip", "algorithm": "fixedWindow", "limit": 2, "window": "60s"}],
     },
 }

@@ -90,6 +90,7 @@ class DevStack:
         self.issuer = DevIssuer(workdir)
         self.admin_credential = workdir / "admin-credential"
         self.tally_credential = workdir / "breaker-tally-credential"
+        self.sync_credential = workdir / "control-plane-operator-credential"  # POST /sync
         self.access_log = self.logs / "access.jsonl"
         self.processes: list[ManagedProcess] = []
         self.tools: dict[str, str] = {}
@@ -113,11 +114,15 @@ class DevStack:
         if not self.tally_credential.exists():
             self.tally_credential.write_text(secrets.token_urlsafe(24))
             self.tally_credential.chmod(0o600)
+        if not self.sync_credential.exists():
+            self.sync_credential.write_text(secrets.token_urlsafe(24))
+            self.sync_credential.chmod(0o600)
         endpoints = {"services": {name: [f"127.0.0.1:{port}"] for name, port in ports.upstreams.items()}}
         (self.workdir / "endpoints.yaml").write_text(yaml.safe_dump(endpoints))
         control_plane = {
             "xds": {"address": f"127.0.0.1:{ports.xds}"},
-            "admin": {"address": f"127.0.0.1:{ports.admin}"},
+            # Reads are open on loopback; POST /sync takes the operator credential.
+            "admin": {"address": f"127.0.0.1:{ports.admin}", "operatorCredentialFile": str(self.sync_credential)},
             "gateway": {"listenerAddress": "127.0.0.1", "listenerPort": ports.listener},
             # The lean path: Envoy's HTTP ext_authz protocol, token and limits in one call.
             "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz_http}", "protocol": "http"},

@@ -10,8 +10,9 @@
   ``GET /status/routes[?limit=N]``: every route with its Accepted, Programmed and
   ResolvedRefs conditions.
 
-Bind it to a private address: it changes nothing but sync timing, and shows route
-config, which is not secret but is internal.
+Who may call what is ``admin_access``: ``POST /sync`` needs the operator credential, the
+reads are open or need the read credential as the config says, and a browser's other site
+is refused. Route config is not secret but it is internal.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from control_plane.admin_access import AdminAccess
 from control_plane.cache.snapshot import Snapshot
 from control_plane.cache.snapshot_cache import SnapshotCache
 from control_plane.config_diff import node_diff
@@ -64,7 +66,7 @@ class AdminView(Protocol):
     def source_status(self) -> list[dict[str, Any]]: ...
 
 
-def admin_routes(plane: AdminView) -> list[web.RouteDef]:
+def admin_routes(plane: AdminView, access: AdminAccess) -> list[web.RouteDef]:
     async def sync(request: web.Request) -> web.Response:
         sources = plane.git_sources
         if request.query.get("wait", "1") == "0":
@@ -144,7 +146,7 @@ def admin_routes(plane: AdminView) -> list[web.RouteDef]:
 
     return [
         web.get("/", page),
-        web.post("/sync", sync),
+        web.post("/sync", access.operator_only(sync)),
         web.get("/status", status),
         web.get("/status/routes", routes),
         web.get("/status/node", node_status),

@@ -1,7 +1,7 @@
 """The control plane's config file. Documented in docs/control-plane-config.md.
 
     xds:     {address: 127.0.0.1:18000}
-    admin:   {address: 127.0.0.1:19000}
+    admin:   {address: 127.0.0.1:19000, operatorCredentialFile: operator-credential}
     gateway: {listenerAddress: 0.0.0.0, listenerPort: 8080}
     nodeGroups: {internal: {listenerPort: 9080}}
     debounce: {quiet: 20ms, maxDelay: 250ms}
@@ -33,6 +33,26 @@ Port = Annotated[int, Field(ge=1, le=65535)]
 
 class Listen(Model):
     address: HostPort
+
+
+class Admin(Listen):
+    """The admin HTTP address and who may use it (control_plane/admin_access.py,
+    docs/control-plane-config.md "The admin port"). /healthz, /readyz and /metrics are open."""
+
+    operator_credential_file: str | None = None
+    """The bearer credential ``POST /sync`` needs; relative to the config file's directory.
+    Without it ``POST /sync`` answers 503. A credential of its own, not
+    ``breakers.operatorCredentialFile``: a webhook that may sync cannot move a breaker."""
+    read_credential_file: str | None = None
+    """The credential the reads need unless ``openReads`` opens them: ``/``, ``/status``,
+    ``/status/routes``, ``/status/node``, ``/config``, ``GET /breakers``, sent as
+    ``Authorization: Bearer`` (or, from a browser, as the Basic password). The operator
+    credential reads too."""
+    open_reads: Literal["loopback", "private", "never"] = "loopback"
+    """Who reads without a credential, by the address they connect from: ``loopback`` (the
+    default: this machine only; with a pod, ``kubectl port-forward``), ``private`` too
+    (RFC 1918, fc00::/7 and the other ranges Python's ``ipaddress`` calls private: trust in
+    the network, which a NAT or a load balancer in front defeats), ``never``."""
 
 
 class GatewayTls(Model):
@@ -245,7 +265,7 @@ class Sources(Model):
 
 class ControlPlaneConfig(Model):
     xds: Listen = Listen(address="127.0.0.1:18000")
-    admin: Listen = Listen(address="127.0.0.1:19000")
+    admin: Admin = Admin(address="127.0.0.1:19000")
     gateway: Gateway = Gateway()
     ext_authz: ExtAuthz | None = None
     rate_limit: RateLimitService | None = None

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from control_plane.admin_access import AdminAccess
 from control_plane.admin_api import admin_routes
 from control_plane.breakers.board import BreakerBoard
 from control_plane.breakers import board_metrics
@@ -82,6 +83,7 @@ class ControlPlane:
             rules=rules,
         )
         self._operator = operator_endpoint(config, self.detector, rules, self.audit)
+        self._access = AdminAccess.from_config(config, self.audit)
         board_metrics.BOARD.watch(self.breakers, rules)
         cluster = self._sources.kubernetes
         if cluster is not None and cluster.share_breakers(self.breakers, self._breaker_routes(rules)):
@@ -100,8 +102,8 @@ class ControlPlane:
         grpc_server = build_server(self.cache, self.status, self.config.xds.address)
         # gRPC health says what /readyz says: NOT_SERVING until the first full sync is published.
         serving = GrpcServing(grpc_server, [ADS_SERVICE], self.readiness, what="xds")
-        routes = [*admin_routes(self), *self._tallies.routes(), *self._operator.routes()]
-        admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=routes)
+        routes = [*admin_routes(self, self._access), *self._tallies.routes(), *self._operator.routes()]
+        admin = AdminServer(self.config.admin.address, readiness=self.readiness, routes=routes, middlewares=[self._access.middleware])
         await serving.start()
         await admin.start()
         log.info("control_plane_started", xds=self.config.xds.address, admin=self.config.admin.address)

@@ -6,9 +6,10 @@ block the loop; prometheus-client renders the metrics.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 Readiness = Callable[[], tuple[bool, str]]
@@ -19,14 +20,21 @@ class AdminServer:
     workers of one service share an address (servicekit/workers.py)."""
 
     def __init__(
-        self, address: str, *, readiness: Readiness, routes: list[web.RouteDef] | None = None, reuse_port: bool = False
+        self,
+        address: str,
+        *,
+        readiness: Readiness,
+        routes: list[web.RouteDef] | None = None,
+        reuse_port: bool = False,
+        middlewares: Sequence[Middleware] = (),
     ) -> None:
         host, _, port = address.rpartition(":")
         self._host = host.strip("[]") or "127.0.0.1"
         self.port = int(port)
         self._reuse_port = reuse_port
         self._readiness = readiness
-        app = web.Application()
+        # A service's access policy for its own routes (the control plane's admin_access).
+        app = web.Application(middlewares=list(middlewares))
         app.add_routes(
             [
                 web.get("/healthz", self._healthz),

@@ -1,11 +1,18 @@
-"""A shared bearer credential between two Gatehouse processes (telemetry → control plane).
+"""A shared bearer credential between two Gatehouse processes (telemetry → control plane),
+or between an operator and one (the control plane's admin port).
 
 The credential comes from a file (a mounted Secret), is compared by SHA-256 digest with
-``hmac.compare_digest``, and never appears in an error, a log line or a response.
+``hmac.compare_digest``, and never appears in an error, a log line or a response. A
+browser cannot send a bearer credential it was never given, so a read a person makes
+from a browser may carry it as the password of HTTP Basic (``allows_basic``): the browser
+asks for it once per origin. Never for a write: a browser replays Basic credentials on its
+own, which is what a cross-site request forgery needs.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 from pathlib import Path
@@ -47,3 +54,17 @@ class BearerCheck:
             return False
         digest = hashlib.sha256(sent.strip().encode("utf-8", "replace")).digest()
         return hmac.compare_digest(digest, self._digest)
+
+    def allows_basic(self, header: str | None) -> bool:
+        """Does an ``Authorization: Basic`` header carry the credential as its password (any user)?"""
+        if not header:
+            return False
+        scheme, _, encoded = header.partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            decoded = base64.b64decode(encoded.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        password = decoded.partition(b":")[2]
+        return hmac.compare_digest(hashlib.sha256(password).digest(), self._digest)

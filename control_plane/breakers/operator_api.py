@@ -1,8 +1,8 @@
 """Operator control of the route breakers, on the control plane's admin address.
 
 - ``GET /breakers[?route=ns/name]``: every route with a breaker: its phase, since, actor,
-  reason, pinned, open_until, generation and what the detector counts now; no credential
-  (like ``/status``: internal, not secret);
+  reason, pinned, open_until, generation and what the detector counts now; a read like
+  ``/status`` (``admin_access``: open, or the admin read credential);
 - ``POST /breakers/{namespace}/{name}/{action}``, ``Authorization: Bearer <breakers.
   operatorCredentialFile>``, optional JSON body ``{"reason": "...", "openFor": "10m"}`` and
   header ``X-Gatehouse-Operator: <who>`` (self-declared, for the audit trail):

@@ -9,9 +9,13 @@ from control_plane.translator.waiting_room import TICKET_CARRIERS
 API_KEY_HEADER = "x-api-key"
 FORWARDED_HEADERS = ("authorization", "x-request-id")
 """What the Authorization service reads; everything else stays out of the CheckRequest."""
-HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER, *TICKET_CARRIERS)
-"""Over HTTP it also reads the route, the client address Envoy appended, an API key, and
-a waiting room's ticket (its header or its cookie)."""
+CONTENT_TYPE = "content-type"
+HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER, *TICKET_CARRIERS, CONTENT_TYPE)
+"""Over HTTP it also reads the route, the client address Envoy appended, an API key, a
+waiting room's ticket (its header or its cookie), and the content-type a route's body
+rule needs (the body must be sent as JSON, or the upstream reads what was not validated).
+Envoy's list is the filter's, not the route's: every check is sent the content-type, and
+only a route with a body rule reads it."""
 
 
 def forwarded_to_check(authz: ExtAuthzSettings, base: tuple[str, ...] = HTTP_FORWARDED_HEADERS) -> frozenset[str]:

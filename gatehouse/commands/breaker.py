@@ -10,7 +10,9 @@ Every command takes ``--admin URL`` (the control plane's admin address, default
 http://127.0.0.1:19000 or $GATEHOUSE_CONTROL_PLANE) and ``--timeout SECONDS`` (default 5);
 the moves take ``--credential-file PATH`` (the control plane's
 ``breakers.operatorCredentialFile``; else the credential itself in
-$GATEHOUSE_BREAKER_CREDENTIAL) and send ``user@host`` as the operator for the audit trail.
+$GATEHOUSE_BREAKER_CREDENTIAL) and send ``user@host`` as the operator for the audit trail;
+``status`` takes ``--credential-file PATH`` too, the admin port's read credential, where
+reads need one (``admin_credential``).
 Exit status: 0 done (status: every breaker CLOSED), 1 (status only) some breaker is OPEN
 or HALF_OPEN, 2 refused or failed.
 """
@@ -32,6 +34,7 @@ from gatehouse.commands.errors import CommandError
 from pathlib import Path
 from typing import Any
 
+from gatehouse.commands import admin_credential
 from servicekit.bearer import BearerCredentialError, read_bearer_credential
 
 ADMIN_ENV = "GATEHOUSE_CONTROL_PLANE"
@@ -56,6 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     status = actions.add_parser("status", parents=[common], help="every route breaker: phase, who moved it, its counts")
     status.add_argument("route", nargs="?", type=_route, metavar="NAMESPACE/NAME", help="only this route")
     status.add_argument("--json", action="store_true", help="print the raw document")
+    admin_credential.add_argument(status)
     status.set_defaults(run=run_status)
     helps = {
         "open": "open the breaker: the route answers its fallback (pinned until close/release, or --for a while)",
@@ -108,7 +112,8 @@ def _call(args: argparse.Namespace, path: str, *, data: bytes | None = None, hea
         except (ValueError, AttributeError):
             detail = ""
         if exc.code == 401:
-            raise CommandError(f"the control plane at {args.admin} refused the operator credential") from None
+            refused = "refused the operator credential" if method == "POST" else admin_credential.REFUSED
+            raise CommandError(f"the control plane at {args.admin} {refused}") from None
         if exc.code == 404 and not detail:
             raise CommandError(f"{args.admin} has no {path.split('?')[0]}: is it a Gatehouse control plane's admin address?") from None
         raise CommandError(detail or f"HTTP {exc.code} from {url}") from None
@@ -135,7 +140,7 @@ def _run(body: Any, args: argparse.Namespace) -> int:
 def run_status(args: argparse.Namespace) -> int:
     def body(args: argparse.Namespace) -> int:
         query = "?" + urllib.parse.urlencode({"route": args.route}) if args.route else ""
-        document = _call(args, "/breakers" + query)
+        document = _call(args, "/breakers" + query, headers=admin_credential.read_headers(args.credential_file))
         if args.json:
             json.dump(document, sys.stdout, indent=2)
             print()

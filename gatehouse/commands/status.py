@@ -1,6 +1,7 @@
 """`gatehouse status`: every connected Envoy, what it ACKed versus the latest, NACKs, the
 routes left out of the config (quarantined, refused, losing a conflict, or missing a
-ReferenceGrant), and the route breakers (``GET /breakers``; `gatehouse breaker` moves them)."""
+ReferenceGrant), and the route breakers (``GET /breakers``; `gatehouse breaker` moves them).
+Where the control plane's reads need a credential, ``--credential-file`` (``admin_credential``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from gatehouse.commands import admin_credential
 from gatehouse.commands.breaker import render_breakers
+from servicekit.bearer import BearerCredentialError
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,32 +24,34 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--json", action="store_true", help="print the raw status document")
     parser.add_argument("--node", help="show only this Envoy (its node id)")
     parser.add_argument("--diff", action="store_true", help="with --node: how its ACKed config differs from the latest")
+    admin_credential.add_argument(parser)
     parser.set_defaults(run=run)
 
 
-def _get_json(admin: str, path: str, timeout: float) -> dict[str, Any]:
-    with urllib.request.urlopen(admin.rstrip("/") + path, timeout=timeout) as response:  # noqa: S310
+def _get_json(admin: str, path: str, timeout: float, headers: dict[str, str]) -> dict[str, Any]:
+    request = urllib.request.Request(admin.rstrip("/") + path, headers=headers)  # noqa: S310
+    with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
         data: dict[str, Any] = json.load(response)
         return data
 
 
-def fetch_status(admin: str, timeout: float = 5.0) -> dict[str, Any]:
-    return _get_json(admin, "/status", timeout)
+def fetch_status(admin: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    return _get_json(admin, "/status", timeout, headers or {})
 
 
-def fetch_breakers(admin: str, timeout: float = 5.0) -> list[dict[str, Any]] | None:
+def fetch_breakers(admin: str, timeout: float = 5.0, headers: dict[str, str] | None = None) -> list[dict[str, Any]] | None:
     """The route breakers, or None from a control plane without them (older, or unreachable now)."""
     try:
-        breakers: list[dict[str, Any]] = _get_json(admin, "/breakers", timeout)["breakers"]
+        breakers: list[dict[str, Any]] = _get_json(admin, "/breakers", timeout, headers or {})["breakers"]
     except (urllib.error.URLError, OSError, ValueError, KeyError, TypeError):
         return None
     return breakers
 
 
-def fetch_node(admin: str, node: str, *, diff: bool = False, timeout: float = 30.0) -> dict[str, Any]:
+def fetch_node(admin: str, node: str, *, diff: bool = False, timeout: float = 30.0, headers: dict[str, str] | None = None) -> dict[str, Any]:
     query = {"node": node, **({"diff": "1"} if diff else {})}
     try:
-        return _get_json(admin, "/status/node?" + urllib.parse.urlencode(query), timeout)
+        return _get_json(admin, "/status/node?" + urllib.parse.urlencode(query), timeout, headers or {})
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             detail = json.load(exc)
@@ -92,14 +97,21 @@ def run(args: argparse.Namespace) -> int:
         print("error: --diff needs --node <node id>", file=sys.stderr)
         return 2
     try:
-        document = fetch_node(args.admin, args.node, diff=args.diff) if args.node else fetch_status(args.admin)
-    except LookupError as exc:
+        headers = admin_credential.read_headers(args.credential_file)
+        document = fetch_node(args.admin, args.node, diff=args.diff, headers=headers) if args.node else fetch_status(args.admin, headers=headers)
+    except (LookupError, BearerCredentialError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            print(f"error: the control plane at {args.admin} {admin_credential.REFUSED}", file=sys.stderr)
+        else:
+            print(f"error: the control plane at {args.admin} answered {exc.code}: {exc.reason}", file=sys.stderr)
         return 2
     except (urllib.error.URLError, OSError) as exc:
         print(f"error: cannot reach the control plane at {args.admin}: {exc}", file=sys.stderr)
         return 2
-    breakers = None if args.node else fetch_breakers(args.admin)
+    breakers = None if args.node else fetch_breakers(args.admin, headers=headers)
     if args.json:
         if breakers is not None:
             document = {**document, "breakers": breakers}

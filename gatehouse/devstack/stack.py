@@ -124,6 +124,7 @@ class DevStack:
         self.operator_credential = workdir / "breaker-operator-credential"
         self.ticket_key = workdir / "waiting-room-key"
         self.signing_key = workdir / "upstream-signing.pem"
+        self.sync_credential = workdir / "control-plane-operator-credential"  # POST /sync
         self.access_log = self.logs / "access.jsonl"
         self.processes: list[ManagedProcess] = []
         self.tools: dict[str, str] = {}
@@ -141,7 +142,7 @@ class DevStack:
     def write_config(self) -> None:
         ports = self.ports
         self.issuer.ensure()
-        for credential in (self.admin_credential, self.tally_credential, self.operator_credential):
+        for credential in (self.admin_credential, self.tally_credential, self.operator_credential, self.sync_credential):
             keep_secret(credential, lambda: secrets.token_urlsafe(24).encode())
         keep_secret(self.ticket_key, lambda: secrets.token_urlsafe(48).encode())
         keep_secret(self.signing_key, signing_key_pem)
@@ -149,7 +150,8 @@ class DevStack:
         (self.workdir / "endpoints.yaml").write_text(yaml.safe_dump(endpoints))
         control_plane = {
             "xds": {"address": f"127.0.0.1:{ports.xds}"},
-            "admin": {"address": f"127.0.0.1:{ports.admin}"},
+            # Reads are open on loopback; POST /sync takes the operator credential.
+            "admin": {"address": f"127.0.0.1:{ports.admin}", "operatorCredentialFile": str(self.sync_credential)},
             "gateway": {"listenerAddress": "127.0.0.1", "listenerPort": ports.listener},
             # The lean path: Envoy's HTTP ext_authz protocol, token and limits in one call.
             "extAuthz": {"address": f"127.0.0.1:{ports.ext_authz_http}", "protocol": "http"},

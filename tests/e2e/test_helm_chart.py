@@ -153,6 +153,8 @@ BREAKERS_DIR = "/etc/gatehouse/breakers"
 CONTROL_PLANE_REPLICAS = f"{RELEASE}-gatehouse-control-plane-replicas"
 ROUTE_ACKS = f"{RELEASE}-gatehouse-route-acks"
 """The ConfigMap the replicas share their Envoys' ACKs through (created by the control plane)."""
+CONTROL_PLANE_ADMIN = f"{RELEASE}-gatehouse-control-plane-admin"
+ADMIN_DIR = "/etc/gatehouse/admin"
 DRAIN_SECONDS = 3
 
 
@@ -947,6 +949,57 @@ def test_breakers_off_render_none_of_it_and_an_existing_secret_is_used(tools: Ku
         assert volume["secret"]["secretName"] == "edge-breakers" and {"key": name, "path": name} in volume["secret"]["items"]
 
 
+# --- the control plane's admin port (issue 24, item 7) -------------------------------------
+
+
+def test_the_admin_port_is_closed_by_default_with_generated_credentials(tools: KubeTools, helm_home: Path, tmp_path: Path) -> None:
+    docs = objects(template(tools, helm_home))
+
+    # Two generated credentials, long and random, in the chart's Secret.
+    secret = find(docs, "Secret", CONTROL_PLANE_ADMIN)
+    assert set(secret["data"]) == {"operator-credential", "read-credential"}
+    operator, reader = secret_value(secret, "operator-credential"), secret_value(secret, "read-credential")
+    for value in (operator, reader):
+        assert len(value) >= 32 and value.isascii() and value.isalnum(), value
+    assert operator != reader and operator not in {secret_value(find(docs, "Secret", BREAKERS), k) for k in ("tally-credential", "operator-credential")}
+
+    # The config, as the control plane loads it: both files, and reads open to nobody.
+    config_file = tmp_path / "control-plane.yaml"
+    config_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    admin = load_config(config_file).admin
+    assert (admin.operator_credential_file, admin.read_credential_file) == (f"{ADMIN_DIR}/operator-credential", f"{ADMIN_DIR}/read-credential")
+    assert admin.open_reads == "never"  # not even kubectl port-forward (a loopback peer) reads without it
+
+    # Both files are the Secret's keys, on a read-only mount of the control-plane container alone.
+    pod = find(docs, "Deployment", CONTROL_PLANE)["spec"]["template"]["spec"]
+    (cp,) = pod["containers"]
+    for path in (admin.operator_credential_file, admin.read_credential_file):
+        volume, name = volume_file(pod, cp, path)
+        assert volume["secret"] == {"secretName": CONTROL_PLANE_ADMIN, "defaultMode": 0o444, "items": [
+            {"key": "operator-credential", "path": "operator-credential"}, {"key": "read-credential", "path": "read-credential"}]}
+        assert name in ("operator-credential", "read-credential")
+    (mount,) = [m for m in cp["volumeMounts"] if m["mountPath"] == ADMIN_DIR]
+    assert mount["readOnly"] is True
+    every = objects(template(tools, helm_home, *SIDECARS_ON))
+    for name, container in containers(every).items():
+        if name != f"{CONTROL_PLANE}/control-plane":
+            assert not [m for m in container.get("volumeMounts", []) if m["mountPath"].startswith(ADMIN_DIR)], name
+
+    # The operator may open reads to port-forwards (loopback) or to the pod network (private).
+    for choice in ("loopback", "private"):
+        chosen = objects(template(tools, helm_home, "--set", f"controlPlane.admin.openReads={choice}"))
+        assert yaml.safe_load(find(chosen, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])["admin"]["openReads"] == choice
+    refused = run_helm(tools, helm_home, "template", RELEASE, str(CHART), "--set", "controlPlane.admin.openReads=always", check=False)
+    assert refused.returncode != 0 and "openReads" in refused.stderr, refused.stderr
+
+    # An existing Secret: none generated, the control plane mounts that one's keys.
+    docs = objects(template(tools, helm_home, "--set", "controlPlane.admin.existingSecret=edge-admin"))
+    assert ("Secret", CONTROL_PLANE_ADMIN) not in {(d["kind"], d["metadata"]["name"]) for d in docs}
+    pod = find(docs, "Deployment", CONTROL_PLANE)["spec"]["template"]["spec"]
+    volume, _ = volume_file(pod, pod["containers"][0], f"{ADMIN_DIR}/read-credential")
+    assert volume["secret"]["secretName"] == "edge-admin"
+
+
 def test_rendered_audit_blocks_load_and_spool_on_emptydirs(tools: KubeTools, helm_home: Path, tmp_path: Path) -> None:
     values = [*EXT_AUTHZ_ON, *WITH_KAFKA, "--set", "audit.spool.maxBytes=1048576,audit.maxPending=500,audit.batchSize=20"]
     docs = objects(template(tools, helm_home, *values))
@@ -1322,7 +1375,7 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
         config = yaml.safe_load(loopback(installed["data"]["control-plane.yaml"]))
         assert "kubeconfig" not in config["sources"]["kubernetes"]
         config["sources"]["kubernetes"]["kubeconfig"] = str(service_account_kubeconfig(api, tmp_path, CONTROL_PLANE))
-        localize_breaker_credentials(api, config, CONTROL_PLANE, NAMESPACE, tmp_path / "cp-volumes")
+        localize_credentials(api, config, CONTROL_PLANE, NAMESPACE, tmp_path / "cp-volumes")
         config_path = tmp_path / "control-plane.yaml"
         config_path.write_text(yaml.safe_dump(config))
         control_plane = ControlPlaneProcess(config_path, log_dir=tmp_path, xds_port=ports["xds"], admin_port=ports["cp_admin"])
@@ -1358,6 +1411,16 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
         assert acks["synced"] is True and acks["write_errors"] == 0, acks
         # The Envoy identifies itself by its pod name, in the node group "gateway".
         assert pod_name in json.dumps(control_plane.status())
+
+        # The admin port as installed: reads and writes need the installed credentials
+        # (control_plane.status() above read with the read credential, as the harness does).
+        admin_url = f"http://127.0.0.1:{ports['cp_admin']}"
+        read_file, operator_file = config["admin"]["readCredentialFile"], config["admin"]["operatorCredentialFile"]
+        assert admin_call(admin_url, "/config") == 401 and admin_call(admin_url, f"/status/node?node={pod_name}&diff=1") == 401
+        assert admin_call(admin_url, "/config", Path(read_file).read_text()) == 200
+        assert admin_call(admin_url, "/sync", method="POST") == 401
+        assert admin_call(admin_url, "/sync", Path(read_file).read_text(), method="POST") == 401
+        assert admin_call(admin_url, "/sync", Path(operator_file).read_text(), method="POST") == 200
 
         # The breakers' credentials as installed: the tally one is telemetry's, the operator
         # one moves breakers (the example Route has none, so this move is a 404, not a 401).
@@ -1398,6 +1461,15 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
     # CRDs in crds/ stay (Helm never deletes them): Routes and ReferenceGrants survive an uninstall.
     api.kubectl("get", "crd", "routes.gatehouse.io")
     api.kubectl("get", "crd", "referencegrants.gateway.networking.k8s.io")
+
+
+def admin_call(url: str, path: str, credential: str | None = None, *, method: str = "GET") -> int:
+    headers = {"Authorization": f"Bearer {credential.strip()}"} if credential else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url + path, method=method, headers=headers), timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def post_tallies(port: int, credential: str) -> int:
@@ -1463,13 +1535,15 @@ def local_path(mapping: dict[str, Path], path: str) -> str:
     raise AssertionError(f"{path} is on no mounted volume")
 
 
-def localize_breaker_credentials(api: KubeAPIServer, config: dict[str, Any], control_plane: str, namespace: str, root: Path) -> None:
-    """Point an installed control-plane config's breakers credential files at local copies of
-    the installed Secret's keys, laid out as the installed Deployment mounts them."""
+def localize_credentials(api: KubeAPIServer, config: dict[str, Any], control_plane: str, namespace: str, root: Path) -> None:
+    """Point an installed control-plane config's credential files (the breakers' and the
+    admin port's) at local copies of the installed Secrets' keys, laid out as the installed
+    Deployment mounts them."""
     pod = json.loads(api.kubectl("get", "deployment", control_plane, "-n", namespace, "-o", "json").stdout)["spec"]["template"]["spec"]
     mounts = materialize_mounts(api, pod, pod["containers"][0], root, namespace=namespace)
-    for key in ("tallyCredentialFile", "operatorCredentialFile"):
-        config["breakers"][key] = local_path(mounts, config["breakers"][key])
+    for block, key in [("breakers", "tallyCredentialFile"), ("breakers", "operatorCredentialFile"),
+                       ("admin", "operatorCredentialFile"), ("admin", "readCredentialFile")]:
+        config[block][key] = local_path(mounts, config[block][key])
 
 
 def http_status(port: int, path: str) -> int:
@@ -1639,7 +1713,7 @@ def test_helm_install_with_rate_limit_then_the_sidecar_runs_with_what_the_chart_
         cp_config = yaml.safe_load(loopback(installed["data"]["control-plane.yaml"]))
         assert cp_config["rateLimit"] == {"address": f"127.0.0.1:{ports['grpc']}", "timeout": "100ms", "failClosed": False}
         cp_config["sources"]["kubernetes"]["kubeconfig"] = str(service_account_kubeconfig(api, tmp_path, cp_name, RL_NAMESPACE))
-        localize_breaker_credentials(api, cp_config, cp_name, RL_NAMESPACE, tmp_path / "cp-volumes")
+        localize_credentials(api, cp_config, cp_name, RL_NAMESPACE, tmp_path / "cp-volumes")
         cp_path = tmp_path / "control-plane.yaml"
         cp_path.write_text(yaml.safe_dump(cp_config))
         control_plane = ControlPlaneProcess(cp_path, log_dir=tmp_path, xds_port=ports["xds"], admin_port=ports["cp_admin"])
@@ -1802,8 +1876,8 @@ def test_helm_install_with_breakers_keeps_the_credentials_and_grants_the_board_a
     assert "gatehouse breaker status --admin http://127.0.0.1:19000" in install.stdout, install.stdout
     assert f"get secret {secret_name}" in install.stdout and "-o jsonpath='{.data.operator-credential}' | base64 -d" in install.stdout, install.stdout
 
-    def credentials() -> dict[str, str]:
-        secret = json.loads(api.kubectl("get", "secret", secret_name, "-n", BR_NAMESPACE, "-o", "json").stdout)
+    def credentials(name: str = secret_name) -> dict[str, str]:
+        secret = json.loads(api.kubectl("get", "secret", name, "-n", BR_NAMESPACE, "-o", "json").stdout)
         return {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
 
     # Two random credentials, generated once and kept by upgrades (lookup).
@@ -1811,8 +1885,15 @@ def test_helm_install_with_breakers_keeps_the_credentials_and_grants_the_board_a
     assert set(generated) == {"tally-credential", "operator-credential"}
     assert all(len(value) >= 32 and value.isascii() and value.isalnum() for value in generated.values()), generated
     assert generated["tally-credential"] != generated["operator-credential"]
+    # The admin port's two, the same way (issue 24, item 7), and the notes say how to read one.
+    admin_secret_name = f"{cp_name}-admin"
+    admin_generated = credentials(admin_secret_name)
+    assert set(admin_generated) == {"operator-credential", "read-credential"}
+    assert all(len(value) >= 32 and value.isascii() and value.isalnum() for value in admin_generated.values()), admin_generated
+    assert f"get secret {admin_secret_name}" in install.stdout and "{.data.read-credential}" in install.stdout, install.stdout
     api.helm("upgrade", BR_RELEASE, str(CHART), "--namespace", BR_NAMESPACE, "--reuse-values", "--set", "telemetry.logLevel=debug")
     assert credentials() == generated
+    assert credentials(admin_secret_name) == admin_generated
     # The notes' command prints the operator credential (the dash needs no escaping).
     printed = api.kubectl("get", "secret", secret_name, "-n", BR_NAMESPACE, "-o", "jsonpath={.data.operator-credential}").stdout
     assert base64.b64decode(printed).decode() == generated["operator-credential"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import sys
 import urllib.error
 import urllib.request
@@ -40,9 +41,16 @@ class ControlPlaneProcess:
         kubernetes: dict[str, Any] | None = None,
     ) -> ControlPlaneProcess:
         xds_port, admin_port = free_port(), free_port()
+        directory.mkdir(parents=True, exist_ok=True)
+        # POST /sync needs the operator credential: every harness control plane has one.
+        operator = directory / "admin-operator-credential"
+        operator.write_text(secrets.token_urlsafe(24))
+        extra = dict(extra or {})
+        # An ``admin`` in extra adds to this one (a read credential, openReads), address kept.
+        admin = {"address": f"127.0.0.1:{admin_port}", "operatorCredentialFile": str(operator), **extra.pop("admin", {})}
         config: dict[str, Any] = {
             "xds": {"address": f"127.0.0.1:{xds_port}"},
-            "admin": {"address": f"127.0.0.1:{admin_port}"},
+            "admin": admin,
             "gateway": {"listenerAddress": "127.0.0.1", "listenerPort": listener_port},
             "sources": {
                 "git": [
@@ -58,9 +66,8 @@ class ControlPlaneProcess:
                 "staticEndpoints": {"file": str(endpoints), "pollInterval": "50ms"},
                 **({"kubernetes": kubernetes} if kubernetes is not None else {}),
             },
-            **(extra or {}),
+            **extra,
         }
-        directory.mkdir(parents=True, exist_ok=True)
         path = directory / "control-plane.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         return cls(path, log_dir=directory, xds_port=xds_port, admin_port=admin_port)
@@ -82,8 +89,23 @@ class ControlPlaneProcess:
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.admin_port}"
 
+    def credential(self, kind: str) -> str | None:
+        """The admin credential its config names (``operator`` or ``read``), if any."""
+        config = yaml.safe_load(self.config_path.read_text())
+        path = (config.get("admin") or {}).get(f"{kind}CredentialFile")
+        if path is None:
+            return None
+        file = Path(path) if Path(path).is_absolute() else self.config_path.parent / path
+        return file.read_text().strip()
+
     def _request(self, path: str, method: str = "GET", timeout: float = 30.0) -> tuple[int, bytes]:
-        request = urllib.request.Request(self.admin_url + path, method=method)
+        """With the credential the config has for it: the operator's for a write, the
+        reader's (else the operator's) for a read; probes need none."""
+        credential = None
+        if path not in ("/readyz", "/healthz", "/metrics"):
+            credential = self.credential("operator") if method != "GET" else (self.credential("read") or self.credential("operator"))
+        headers = {"Authorization": f"Bearer {credential}"} if credential else {}
+        request = urllib.request.Request(self.admin_url + path, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return int(response.status), response.read()

@@ -6,6 +6,11 @@ error shape; the upstream is called for none of them (its own request counter); 
 request reaches it unchanged (path, query, headers, and the body by length and sha256).
 A public route with a body rule gets the call too (no token). A route whose schema does
 not compile is refused at load with the file and the field, and the other routes serve.
+
+Issue 24, item 5: one test per hole, each named for it (``test_hole_*``), with
+``extAuthz.failOpen: true`` (the setting under which a check that fails lets the request
+through): a JSON body sent as a form, a duplicate key, a number of 4,301 digits, a body
+nested 300 deep, a lone surrogate escape; and two content-type lines.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import http.client
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.http_client import Reply, wait_for
@@ -63,7 +69,22 @@ ROUTES = [
         },
     ),
 ]
+ROUTES.append(
+    route_doc(
+        "bulk-orders",
+        {
+            "match": {"path": "/bulk", "methods": ["POST"]},
+            "backends": [{"service": "svc-b", "port": 8080}],
+            "auth": {"required": False},
+            "validate": {"body": {"maxBytes": 16384, "allowedFields": ["items", "note"], "schema": {
+                "type": "object", "required": ["items"],
+                "properties": {"note": {"type": "string", "maxLength": 100, "pattern": "^[^<>]*$"},
+                               "items": ORDER_SCHEMA["properties"]["items"]}}}},  # type: ignore[index]
+        },
+    )
+)
 GOOD = {"customerId": "9b2f6c1e-7d4a-4f0e-9a35-2c8e1b7f4d60", "items": [{"sku": "ABC-1", "quantity": 2}]}
+JSON = {"content-type": "application/json"}
 
 
 def send(port: int, path: str, headers: dict[str, str], body: bytes) -> Reply:
@@ -87,13 +108,18 @@ def served(upstream: Any) -> int:
         connection.close()
 
 
-def start(make_stack: StackFactory, tmp_path: Path) -> tuple[Any, ExtAuthzProcess, TestIssuer]:
+def start(make_stack: StackFactory, tmp_path: Path, *, fail_open: bool = False) -> tuple[Any, ExtAuthzProcess, TestIssuer]:
     issuer = TestIssuer()
     jwks = str(issuer.write_jwks(tmp_path / "jwks.json"))
     authz = ExtAuthzProcess(
         tmp_path / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": jwks}]}, transport="http"
     )
-    gateway = make_stack(control_plane_extra={"extAuthz": {**ext_authz_entry([authz]), "forwardHeaders": ["x-client-id"]}})
+    ext_authz = {**ext_authz_entry([authz]), "forwardHeaders": ["x-client-id"], "failOpen": fail_open}
+    if fail_open:
+        # A check slower than its deadline passes under failOpen too; on a busy machine that
+        # would pass a hole test's request for the wrong reason. Only a failed check may.
+        ext_authz["timeout"] = "10s"
+    gateway = make_stack(control_plane_extra={"extAuthz": ext_authz})
     gateway.commit_routes({"routes.yaml": ROUTES})
     gateway.start()
     authz.use_control_plane(gateway.control_plane.xds_port)
@@ -170,14 +196,15 @@ def test_a_public_route_with_a_body_rule_is_checked_without_a_token(make_stack: 
     try:
         port = gateway.listener_port
         good = json.dumps({"email": "ada@example.com"}).encode()
-        wait_for(lambda: send(port, "/signup", {"content-type": "application/json"}, good).status == 200, 15, "the public route serves")
+        wait_for(lambda: send(port, "/signup", JSON, good).status == 200, 15, "the public route serves")
         before = served(gateway.upstreams["svc-b"])
-        bad = send(port, "/signup", {}, json.dumps({"email": "ada@example.com", "role": "admin"}).encode())
+        bad = send(port, "/signup", JSON, json.dumps({"email": "ada@example.com", "role": "admin"}).encode())
         assert bad.status == 400 and bad.json()["error"]["field"] == "/role" and bad.json()["error"]["rule"] == "additionalProperties"
-        assert send(port, "/signup", {}, json.dumps({"email": "not-an-address"}).encode()).json()["error"]["rule"] == "format"
-        assert send(port, "/signup", {}, b"x" * 300).status == 413
+        assert send(port, "/signup", JSON, json.dumps({"email": "not-an-address"}).encode()).json()["error"]["rule"] == "format"
+        assert send(port, "/signup", JSON, b"x" * 300).status == 413
+        assert send(port, "/signup", {}, good).status == 415, "a body needs its content-type"
         assert served(gateway.upstreams["svc-b"]) == before
-        ok = send(port, "/signup", {}, good)
+        ok = send(port, "/signup", JSON, good)
         assert ok.status == 200 and ok.json()["bodySha256"] == hashlib.sha256(good).hexdigest()
         assert "x-user-id" not in ok.json()["headers"]
     finally:
@@ -189,7 +216,7 @@ def test_a_schema_that_does_not_compile_refuses_that_route_only(make_stack: Stac
     try:
         port = gateway.listener_port
         good = json.dumps({"email": "ada@example.com"}).encode()
-        wait_for(lambda: send(port, "/signup", {}, good).status == 200, 15, "the public route serves")
+        wait_for(lambda: send(port, "/signup", JSON, good).status == 200, 15, "the public route serves")
         broken = route_doc(
             "broken",
             {"match": {"path": "/broken"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"required": False},
@@ -200,7 +227,117 @@ def test_a_schema_that_does_not_compile_refuses_that_route_only(make_stack: Stac
                  "the control plane reports the broken schema")
         status = json.dumps(gateway.control_plane.status())
         assert "broken.yaml" in status
-        assert send(port, "/signup", {}, good).status == 200, "the other routes keep serving"
-        assert send(port, "/broken", {}, good).status == 404
+        assert send(port, "/signup", JSON, good).status == 200, "the other routes keep serving"
+        assert send(port, "/broken", JSON, good).status == 404
+    finally:
+        authz.stop()
+
+
+# -- issue 24, item 5: the holes ---------------------------------------------------------------
+
+BULK = b'{"items": [{"sku": "ABC-1", "quantity": 2}], "note": %s}'
+
+
+def refused_and_not_served(gateway: Any, upstream: str, reply: Reply, before: int, status: int, rule: str, field: str = "") -> None:
+    assert reply.status == status, f"answered {reply.status}: {reply.body[:200]!r}"
+    error = reply.json()["error"]
+    assert (error["rule"], error["field"]) == (rule, field), error
+    assert served(gateway.upstreams[upstream]) == before, "the upstream was called"
+
+
+def hole_stack(make_stack: StackFactory, tmp_path: Path) -> tuple[Any, ExtAuthzProcess, TestIssuer, int]:
+    """The stack under ``failOpen: true``, once the bulk route serves a good body."""
+    gateway, authz, issuer = start(make_stack, tmp_path, fail_open=True)
+    good = BULK % b'"ok"'
+    wait_for(lambda: send(gateway.listener_port, "/bulk", JSON, good).status == 200, 15, "the bulk route serves")
+    return gateway, authz, issuer, served(gateway.upstreams["svc-b"])
+
+
+def test_hole_a_json_body_sent_as_a_form_reaches_no_upstream(make_stack: StackFactory, tmp_path: Path) -> None:
+    """Valid JSON, and as a form (what the upstream parses for this content-type) it has an
+    ``isAdmin`` field the allowedFields guard never saw: 415 now, and the upstream is not called."""
+    gateway, authz, issuer = start(make_stack, tmp_path)
+    try:
+        port = gateway.listener_port
+        headers = {"authorization": f"Bearer {issuer.token('alice')}", "x-client-id": "client-0001", **JSON}
+        wait_for(lambda: send(port, "/orders", headers, json.dumps(GOOD).encode()).status == 200, 15, "the validated route serves")
+        before = served(gateway.upstreams["svc-a"])
+        body = json.dumps({**GOOD, "items": [{"sku": "A&isAdmin=true&x=", "quantity": 1}]}).encode()
+        assert dict(parse_qsl(body.decode()))["isAdmin"] == "true", "as a form, the body has an isAdmin field"
+        for content_type in ("application/x-www-form-urlencoded", "text/plain", "application/json; charset=utf-16"):
+            reply = send(port, "/orders", {**headers, "content-type": content_type}, body)
+            refused_and_not_served(gateway, "svc-a", reply, before, 415, "contentType", "content-type")
+            assert reply.json()["error"]["code"] == "unsupported_media_type" and content_type not in reply.body.decode()
+        refused_and_not_served(gateway, "svc-a", send(port, "/orders", {k: v for k, v in headers.items() if k != "content-type"}, body),
+                               before, 415, "contentType", "content-type")
+        assert send(port, "/orders", {**headers, "content-type": "application/json; charset=UTF-8"}, body).status == 200
+    finally:
+        authz.stop()
+
+
+def test_hole_two_content_type_lines_reach_no_upstream(make_stack: StackFactory, tmp_path: Path) -> None:
+    """A form type and a JSON type in two header lines: the check must not validate the
+    JSON reading while the upstream picks the form one."""
+    gateway, authz, _, before = hole_stack(make_stack, tmp_path)
+    try:
+        for first, second in (("application/x-www-form-urlencoded", "application/json"), ("application/json", "application/x-www-form-urlencoded")):
+            connection = http.client.HTTPConnection("127.0.0.1", gateway.listener_port, timeout=5)
+            try:
+                body = BULK % b'"a&isAdmin=true"'
+                connection.putrequest("POST", "/bulk")
+                for value in (first, second):
+                    connection.putheader("content-type", value)
+                connection.putheader("content-length", str(len(body)))
+                connection.endheaders(body)
+                response = connection.getresponse()
+                reply = Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+            finally:
+                connection.close()
+            refused_and_not_served(gateway, "svc-b", reply, before, 415, "contentType", "content-type")
+    finally:
+        authz.stop()
+
+
+def test_hole_a_duplicate_key_is_refused_not_its_last_copy_validated(make_stack: StackFactory, tmp_path: Path) -> None:
+    """``quantity`` twice: Python validated the last (2), a first-wins upstream reads -5."""
+    gateway, authz, _, before = hole_stack(make_stack, tmp_path)
+    try:
+        body = b'{"items": [{"sku": "ABC-1", "quantity": -5, "quantity": 2}]}'
+        reply = send(gateway.listener_port, "/bulk", JSON, body)
+        refused_and_not_served(gateway, "svc-b", reply, before, 400, "duplicate", "/items/0/quantity")
+        assert "-5" not in reply.body.decode()
+    finally:
+        authz.stop()
+
+
+def test_hole_a_number_of_4301_digits_is_refused_not_let_through_by_a_failed_check(make_stack: StackFactory, tmp_path: Path) -> None:
+    """Python's int conversion limit raised: the check answered 500, and under failOpen the
+    body reached the upstream unvalidated."""
+    gateway, authz, _, before = hole_stack(make_stack, tmp_path)
+    try:
+        body = b'{"items": [{"sku": "ABC-1", "quantity": ' + b"9" * 4301 + b"}]}"
+        refused_and_not_served(gateway, "svc-b", send(gateway.listener_port, "/bulk", JSON, body), before, 400, "number")
+    finally:
+        authz.stop()
+
+
+def test_hole_a_body_nested_300_deep_is_refused_not_let_through_by_a_failed_check(make_stack: StackFactory, tmp_path: Path) -> None:
+    """The validator's "Recursion limit reached" ValueError: a 500, passed under failOpen."""
+    gateway, authz, _, before = hole_stack(make_stack, tmp_path)
+    try:
+        body = BULK % (b"[" * 300 + b"]" * 300)
+        refused_and_not_served(gateway, "svc-b", send(gateway.listener_port, "/bulk", JSON, body), before, 400, "maxDepth")
+    finally:
+        authz.stop()
+
+
+def test_hole_a_lone_surrogate_is_refused_not_let_through_by_a_failed_check(make_stack: StackFactory, tmp_path: Path) -> None:
+    """``"\\ud800"``: each parser reads it its own way (Python keeps it, Go makes it U+FFFD,
+    serde refuses it), and under a ``pattern`` the validator raised UnicodeEncodeError: a
+    500, passed under failOpen."""
+    gateway, authz, _, before = hole_stack(make_stack, tmp_path)
+    try:
+        body = BULK % b'"\\ud800"'
+        refused_and_not_served(gateway, "svc-b", send(gateway.listener_port, "/bulk", JSON, body), before, 400, "json", "/note")
     finally:
         authz.stop()

@@ -232,6 +232,16 @@ every template that renders ratelimit parts, so `helm template -s` of any of the
 {{- end }}
 {{- end }}
 
+{{/* --- the control plane's admin port ------------------------------------------------ */}}
+
+{{/* Where its credentials are mounted: admin.operatorCredentialFile and admin.readCredentialFile. */}}
+{{- define "gatehouse.controlPlane.adminCredentialDir" -}}/etc/gatehouse/admin{{- end }}
+
+{{/* The Secret holding operator-credential and read-credential: controlPlane.admin.existingSecret, or the chart's. */}}
+{{- define "gatehouse.controlPlane.adminSecretName" -}}
+{{- default (include "gatehouse.componentName" (dict "ctx" . "component" "control-plane-admin")) .Values.controlPlane.admin.existingSecret }}
+{{- end }}
+
 {{/* --- route circuit breakers ------------------------------------------------------ */}}
 
 {{/* Where the breakers' credentials are mounted: the control plane's breakers.*CredentialFile

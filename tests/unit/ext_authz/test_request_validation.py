@@ -4,6 +4,7 @@ values), and that a table compiles each schema once."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -41,7 +42,7 @@ RULES = {
     },
 }
 GOOD = {"customerId": "9b2f6c1e-7d4a-4f0e-9a35-2c8e1b7f4d60", "items": [{"sku": "A-1", "quantity": 2}]}
-HEADERS = {"x-client-id": "client-0001"}
+HEADERS = {"x-client-id": "client-0001", "content-type": "application/json"}
 
 
 def rules(data: dict[str, Any] = RULES) -> RequestRules:
@@ -70,8 +71,8 @@ def test_a_valid_request_passes() -> None:
         ({"path": "/check/orders?dryRun=yes"}, ("query", "dryRun", "type", "query dryRun must be of type boolean")),
         ({"body": b""}, ("body", "", "required", "a JSON body is required")),
         ({"body": b'{"customerId": '}, ("body", "", "json", "the body is not valid JSON: Expecting value (byte 15)")),
-        ({"body": b"\xff\xfe{"}, ("body", "", "json", "the body is not valid JSON: not UTF-8")),
-        ({"body": b"[" * 1020 + b"]" * 1020}, ("body", "", "json", "the body is not valid JSON: nested too deeply")),
+        ({"body": b"\xff\xfe{"}, ("body", "", "json", "the body is not valid JSON: not UTF-8 (byte 0)")),
+        ({"body": b"[" * 1020 + b"]" * 1020}, ("body", "", "maxDepth", "the body is nested more than 64 levels deep")),
         ({"body": b"x" * 2049}, ("body", "", "maxBytes", "the body is larger than 2048 bytes")),
         ({"body": {**GOOD, "isAdmin": True}}, ("body", "/isAdmin", "allowedFields", "body /isAdmin is not an allowed field")),
         ({"body": [1]}, ("body", "", "type", "the body must be a JSON object")),
@@ -112,8 +113,8 @@ def test_an_oversized_body_that_got_here_is_413_in_the_gateway_shape() -> None:
 
 def test_a_body_is_optional_only_when_the_rule_says() -> None:
     optional = rules({"body": {"required": False, "schema": {"type": "object"}}})
-    assert optional.check("/check/x", {}, b"") is None
-    assert optional.check("/check/x", {}, b"[]") is not None
+    assert optional.check("/check/x", {}, b"") is None, "no body, so no content-type is needed"
+    assert optional.check("/check/x", {"content-type": "application/json"}, b"[]") is not None
 
 
 def test_a_table_compiles_each_schema_text_once_and_forgets_unused_ones() -> None:
@@ -135,3 +136,120 @@ def test_a_rule_the_service_cannot_use_names_the_route() -> None:
     message.body.schema_json = '{"type": "strin"}'
     with pytest.raises(ValueError, match=r"route shop/orders: validation: type: "):
         Compiler().rules("shop/orders", message)
+
+
+ANY_OBJECT = {"body": {"schema": {"type": "object"}}}
+"""64 KiB, so the bodies below fit: what the rules refuse is how the body is written."""
+SURROGATE_MESSAGE = "holds an unpaired UTF-16 surrogate escape, which is not text"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        # Python keeps the last copy of a key, a first-wins upstream the other.
+        (b'{"role": "user", "role": "admin"}', ("body", "/role", "duplicate", "body /role is given more than once; each key once")),
+        (b'{"a": [{}, {"b": {"x": 1, "x": 1}}]}', ("body", "/a/1/b/x", "duplicate", "body /a/1/b/x is given more than once; each key once")),
+        # A duplicate is found mid-parse; what is wrong further on is named as it would have been.
+        (b'{"a": {"x": 1, "x": 2}, "b": tru}', ("body", "", "json", "the body is not valid JSON: Expecting value (byte 29)")),
+        (b'{"a": {"x": 1, "x": 2}, "b": ' + b"[" * 65 + b"]" * 65 + b"}", ("body", "", "maxDepth", "the body is nested more than 64 levels deep")),
+        # A 4,301-digit integer raised Python's int-conversion ValueError: the check answered 500.
+        (b'{"n": ' + b"1" * 4301 + b"}", ("body", "", "number", "the body has a number longer than 100 characters")),
+        (b'{"n": 1' + b"0" * 100 + b"}", ("body", "", "number", "the body has a number longer than 100 characters")),
+        (b'{"n": 1e400}', ("body", "", "number", "the body has a number beyond the range of a double")),
+        (b'{"n": -Infinity}', ("body", "", "json", "the body is not valid JSON: NaN and Infinity are not JSON values")),
+        (b'{"n": NaN}', ("body", "", "json", "the body is not valid JSON: NaN and Infinity are not JSON values")),
+        # Nested a few hundred levels: the validator's "Recursion limit reached" ValueError, a 500.
+        (b'{"a": ' + b"[" * 300 + b"]" * 300 + b"}", ("body", "", "maxDepth", "the body is nested more than 64 levels deep")),
+        (b"[" * 65 + b"]" * 65, ("body", "", "maxDepth", "the body is nested more than 64 levels deep")),
+        (b'{"a": ' * 65 + b"1" + b"}" * 65, ("body", "", "maxDepth", "the body is nested more than 64 levels deep")),
+        # A lone surrogate has no UTF-8 form: the validator raised UnicodeEncodeError, a 500.
+        (b'{"a": ["x", "\\ud800"]}', ("body", "/a/1", "json", f"body /a/1 {SURROGATE_MESSAGE}")),
+        (b'{"\\udfff": 1}', ("body", "/?", "json", f"body /? {SURROGATE_MESSAGE}")),
+        (b'\xef\xbb\xbf{"a": 1}', ("body", "", "json", "the body is not valid JSON: it starts with a byte order mark")),
+        # Python would guess UTF-16 from the bytes; the upstream reads UTF-8.
+        ('{"a": 1}'.encode("utf-16"), ("body", "", "json", "the body is not valid JSON: not UTF-8 (byte 0)")),
+    ],
+    ids=["duplicate", "nested-duplicate", "duplicate-then-invalid", "duplicate-and-too-deep", "4301-digits", "101-chars", "1e400", "infinity", "nan", "300-deep", "65-deep-arrays",
+         "65-deep-objects", "lone-surrogate", "surrogate-key", "bom", "utf-16"],
+)
+def test_a_body_parsers_would_read_differently_is_a_400_naming_the_rule(body: bytes, expected: tuple[str, str, str, str]) -> None:
+    found = rules(ANY_OBJECT).check("/check/x", {"content-type": "application/json"}, body)
+    assert found is not None and (found.location, found.field, found.rule, found.message) == expected
+    assert found.answer("r").startswith(b"HTTP/1.1 400 Bad Request\r\n")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"a": ' + b"[" * 63 + b"]" * 63 + b"}",
+        b'{"a": ' * 63 + b"[1]" + b"}" * 63,
+        b'{"n": 1' + b"0" * 99 + b"}",
+        b'{"n": -1.5e300, "m": 1e-400}',
+        b'{"a": "\\ud83d\\ude00", "b": "\\\\ud800"}',
+        b'{"a": "' + b"[" * 200 + b'\\"' + b"{" * 200 + b'"}',
+        b'{"a": {"b": 1}, "b": {"a": 1}}',
+    ],
+    ids=["64-deep", "64-deep-mixed", "100-chars", "finite", "surrogate-pair-and-escaped-backslash", "brackets-in-strings", "same-name-other-objects"],
+)
+def test_bodies_at_the_bounds_pass(body: bytes) -> None:
+    assert rules(ANY_OBJECT).check("/check/x", {"content-type": "application/json"}, body) is None
+
+
+@pytest.mark.parametrize(
+    ("content_type", "reason"),
+    [
+        (None, "a body needs a content-type"),
+        ("application/x-www-form-urlencoded", "the content-type is not JSON"),
+        ("text/plain", "the content-type is not JSON"),
+        ("text/json", "the content-type is not JSON"),
+        ("multipart/form-data; boundary=x", "the content-type is not JSON"),
+        ("application/json; charset=utf-16", "the content-type's charset is not utf-8"),
+        ("application/json; charset=latin1", "the content-type's charset is not utf-8"),
+        ("application/json; odata=verbose", "the content-type has a parameter JSON does not define"),
+        ("application/json; charset=utf-8; charset=utf-16", "the content-type has a parameter JSON does not define"),
+        ("application/json, application/x-www-form-urlencoded", "the content-type is not one media type"),
+        ("application/json;", "the content-type is not one media type"),
+        ("application/json ; charset = utf-8", "the content-type is not one media type"),
+    ],
+)
+def test_a_body_not_sent_as_json_is_415_naming_the_content_type(content_type: str | None, reason: str) -> None:
+    headers = {} if content_type is None else {"content-type": content_type}
+    found = rules(ANY_OBJECT).check("/check/x", headers, b'{"a": 1}')
+    assert found is not None and (found.location, found.field, found.rule, found.status) == ("header", "content-type", "contentType", 415)
+    assert found.message.startswith(reason + ": application/json or application/*+json")
+    raw = found.answer("req-4")
+    assert raw.startswith(b"HTTP/1.1 415 Unsupported Media Type\r\n")
+    assert json.loads(raw.partition(b"\r\n\r\n")[2])["error"]["code"] == "unsupported_media_type"
+    if content_type:
+        assert content_type.encode() not in raw, "the client's value is not echoed"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "Application/JSON", "application/json; charset=utf-8", 'application/json;charset="UTF-8"',
+     "application/merge-patch+json", "application/vnd.api+json ; charset=utf-8", " application/json\t"],
+)
+def test_json_media_types_pass(content_type: str) -> None:
+    assert rules(ANY_OBJECT).check("/check/x", {"content-type": content_type}, b'{"a": 1}') is None
+
+
+def test_an_empty_optional_body_needs_no_content_type_and_a_required_one_is_required_first() -> None:
+    optional = rules({"body": {"required": False, "schema": {"type": "object"}}})
+    assert optional.check("/check/x", {"content-type": "text/plain"}, b"") is None
+    found = rules(ANY_OBJECT).check("/check/x", {"content-type": "text/plain"}, b"")
+    assert found is not None and found.rule == "required"
+
+
+def test_a_validator_that_fails_is_a_400_not_an_error() -> None:
+    """Belt and braces: were the validator to raise on an input strict_json let through,
+    the client gets a 400 (a 500 would pass the request unchecked under failOpen)."""
+
+    class Failing:
+        def validate(self, document: Any) -> None:
+            raise ValueError("Recursion limit reached")
+
+    rule = rules(ANY_OBJECT).body
+    assert rule is not None
+    broken = dataclasses.replace(rule, validator=Failing())  # type: ignore[arg-type]
+    found = broken.check(b'{"a": 1}', "application/json")
+    assert found is not None and (found.status, found.rule, found.message) == (400, "json", "the body could not be validated")

@@ -14,7 +14,7 @@ from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS
 from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.settings import RateLimitSettings
 from control_plane.translator.validation import ALWAYS_FORWARDED
-from tests.unit.control_plane.translator.envoy_data import entries_by_route
+from tests.unit.control_plane.translator.envoy_data import entries_by_route, filter_config
 
 ROUTES = """\
 apiVersion: gatehouse.io/v1alpha1
@@ -84,3 +84,10 @@ def test_a_disabled_route_validates_nothing() -> None:
 
 def test_the_check_always_sees_what_the_filter_forwards() -> None:
     assert set(HTTP_FORWARDED_HEADERS) <= set(ALWAYS_FORWARDED)
+
+
+def test_the_check_is_sent_the_content_type_a_body_rule_reads() -> None:
+    """Without it the check could not tell a JSON body from a form (issue 24, item 5)."""
+    translation = RouteTranslator(http(forward_headers=("x-client-id",))).translate(routes())
+    config = filter_config(translation, "envoy.filters.http.ext_authz")
+    assert {"exact": "content-type", "ignore_case": True} in config["allowed_headers"]["patterns"]

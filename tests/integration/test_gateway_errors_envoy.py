@@ -34,7 +34,7 @@ UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 ROUTES = [
     route_doc(
         "echo",
-        {
+        {"auth": {"required": False},
             "match": {"pathPrefix": "/echo"},
             "backends": [{"service": "svc-a", "port": 8080}],
             # Stands in for an upstream that sends x-envoy-* headers (another Envoy, say).
@@ -43,12 +43,12 @@ ROUTES = [
     ),
     route_doc(
         "slow",
-        {"match": {"pathPrefix": "/slow"}, "backends": [{"service": "svc-a", "port": 8080}], "timeouts": {"request": "300ms"}},
+        {"auth": {"required": False}, "match": {"pathPrefix": "/slow"}, "backends": [{"service": "svc-a", "port": 8080}], "timeouts": {"request": "300ms"}},
     ),
-    route_doc("nowhere", {"match": {"pathPrefix": "/nowhere"}, "backends": [{"service": "svc-none", "port": 8080}]}),
+    route_doc("nowhere", {"auth": {"required": False}, "match": {"pathPrefix": "/nowhere"}, "backends": [{"service": "svc-none", "port": 8080}]}),
     route_doc(
         "maintenance",
-        {
+        {"auth": {"required": False},
             "match": {"pathPrefix": "/maintenance"},
             "backends": [{"service": "svc-a", "port": 8080}],
             "disabled": {"status": 503, "body": "under maintenance"},

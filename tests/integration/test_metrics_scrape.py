@@ -113,7 +113,8 @@ def test_control_plane_counts_proxies_pushes_acks_nacks_and_their_latencies(make
     assert moved(before, after, "gatehouse_source_syncs_total", source="routes", result="applied") >= 1
 
     refused = control_plane_metrics(stack)
-    huge = route_doc("huge", {"match": {"pathRegex": "/(orders|invoices)/[0-9]{4}"}, "backends": [{"service": "svc-a", "port": 8080}]})
+    huge = route_doc("huge", {"match": {"pathRegex": "/(orders|invoices)/[0-9]{4}"}, "backends": [{"service": "svc-a", "port": 8080}],
+                              "auth": {"required": False}})
     stack.commit_routes({"huge.yaml": [huge]}, "an over-complex regex")
     stack.control_plane.sync()
     wait_for(lambda: moved(refused, control_plane_metrics(stack), "gatehouse_xds_nacks_total", type="RDS") >= 1, 10,

@@ -33,15 +33,15 @@ import structlog
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from ext_authz.api_keys import ApiKeyCheck, key_hash, new_key  # noqa: E402
+from ext_authz.check.api_keys import ApiKeyCheck, key_hash, new_key  # noqa: E402
 from ext_authz.denial_audit import DenialAudit  # noqa: E402
-from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
-from ext_authz.jwks import IssuerKeys  # noqa: E402
-from ext_authz.revocation_mirror import RevocationMirror  # noqa: E402
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
+from ext_authz.tokens.jwks import IssuerKeys  # noqa: E402
+from ext_authz.revocation.mirror import RevocationMirror  # noqa: E402
 from servicekit.api_key_store import ApiKey, redis_api_keys  # noqa: E402
-from ext_authz.revocation_store import RedisRevocationStore  # noqa: E402
+from ext_authz.revocation.store import RedisRevocationStore  # noqa: E402
 from ext_authz.service import Authorizer  # noqa: E402
-from ext_authz.tokens import TokenVerifier  # noqa: E402
+from ext_authz.tokens.verifier import TokenVerifier  # noqa: E402
 from servicekit.audit import MemoryAuditSink  # noqa: E402
 from servicekit.http1_server import Request  # noqa: E402
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2  # noqa: E402

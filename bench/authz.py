@@ -309,11 +309,11 @@ async def _handler_cost(config_path: Path, cases: dict[str, list[bytes]], log_pa
 
     from envoy.service.auth.v3 import external_auth_pb2
     from ext_authz.config import load_ext_authz_config
-    from ext_authz.jwks import IssuerKeys
-    from ext_authz.revocation_mirror import RevocationMirror
+    from ext_authz.tokens.jwks import IssuerKeys
+    from ext_authz.revocation.mirror import RevocationMirror
     from ext_authz.runtime import GRACE_MARGIN
     from ext_authz.service import AuthorizationService, Authorizer
-    from ext_authz.tokens import TokenVerifier
+    from ext_authz.tokens.verifier import TokenVerifier
     from servicekit.audit import LogAuditSink
     from servicekit.logs import configure_logging
 

@@ -733,9 +733,9 @@ CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("structlog_context", ("structlog/", "contextvars", "servicekit/logs.py")),
     ("redis_client", ("redis/",)),
     ("limiter", ("limiter/",)),
-    ("authorizer_token", ("ext_authz/service.py", "ext_authz/tokens.py", "ext_authz/token_cache.py", "ext_authz/requirements.py",
-                          "ext_authz/revocation", "ext_authz/claim_headers.py")),
-    ("http_check_handler", ("ext_authz/http_check.py",)),
+    ("authorizer_token", ("ext_authz/service.py", "ext_authz/tokens/verifier.py", "ext_authz/tokens/cache.py", "ext_authz/tokens/requirements.py",
+                          "ext_authz/revocation", "ext_authz/tokens/claim_headers.py")),
+    ("http_check_handler", ("ext_authz/check/http_check.py",)),
     ("http1_server_httptools", ("servicekit/http1_server.py", "httptools")),
     ("asyncio_tasks", ("asyncio/", "_asyncio", "task_step", "task_wakeup", "_asynciomodule")),
     ("uvloop_libuv", ("uvloop", "uv__", "libuv", "loop.cpython")),
@@ -813,12 +813,12 @@ async def _handler_cost(config_path: Path, authorization: str, n: int, log_path:
 
     from ext_authz.config import load_ext_authz_config
     from ext_authz.denial_audit import DenialAudit
-    from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable
-    from ext_authz.jwks import IssuerKeys
-    from ext_authz.revocation_mirror import RevocationMirror
+    from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+    from ext_authz.tokens.jwks import IssuerKeys
+    from ext_authz.revocation.mirror import RevocationMirror
     from ext_authz.runtime import GRACE_MARGIN
     from ext_authz.service import Authorizer
-    from ext_authz.tokens import TokenVerifier
+    from ext_authz.tokens.verifier import TokenVerifier
     from limiter.config import build_limiter
     from servicekit.audit import LogAuditSink
     from servicekit.http1_server import Request

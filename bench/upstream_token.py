@@ -45,13 +45,13 @@ from bench.machine import describe  # noqa: E402
 from bench.report import command_line, print_report, work_directory  # noqa: E402
 from ext_authz.config import Issuer  # noqa: E402
 from ext_authz.denial_audit import DenialAudit  # noqa: E402
-from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
-from ext_authz.jwks import IssuerKeys  # noqa: E402
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
+from ext_authz.tokens.jwks import IssuerKeys  # noqa: E402
 from ext_authz.service import Authorizer  # noqa: E402
-from ext_authz.token_exchange import TokenExchange  # noqa: E402
-from ext_authz.tokens import TokenVerifier  # noqa: E402
-from ext_authz.upstream_signer import UpstreamSigner  # noqa: E402
-from ext_authz.upstream_token import UpstreamTokens  # noqa: E402
+from ext_authz.swap.exchange import TokenExchange  # noqa: E402
+from ext_authz.tokens.verifier import TokenVerifier  # noqa: E402
+from ext_authz.swap.signer import UpstreamSigner  # noqa: E402
+from ext_authz.swap.tokens import UpstreamTokens  # noqa: E402
 from servicekit.audit import MemoryAuditSink  # noqa: E402
 from servicekit.http1_server import Request  # noqa: E402
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2  # noqa: E402

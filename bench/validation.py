@@ -1,6 +1,6 @@
 """Which JSON Schema library validates a request body for the least CPU?
 
-The request-validation check (``ext_authz/request_validation.py``) runs on the lean
+The request-validation check (``ext_authz/check/validation.py``) runs on the lean
 per-request path, so the library is chosen by measurement. Candidates, all on PyPI here:
 
     jsonschema       the reference implementation, pure Python (the baseline)
@@ -17,7 +17,7 @@ and its instances, each library is timed in the same run, in-process, on:
 - ``parse_and_validate``: ``json.loads`` of the body bytes plus ``valid``, as a check does;
 - ``compile``: building the validator from the schema (done once per policy update).
 
-And the strict reading the check does before validating (``ext_authz/strict_json.py``:
+And the strict reading the check does before validating (``ext_authz/check/strict_json.py``:
 duplicate keys, nesting depth, number length, lone surrogates refused), against plain
 ``json.loads`` in the same run (``strict_reading``): the 0.6 KB order, 48 KB of orders,
 and 64 KiB nested 64 deep throughout (the most the depth count has to peel), plus the
@@ -47,7 +47,7 @@ import fastjsonschema
 import jsonschema
 import jsonschema_rs
 
-from ext_authz import strict_json
+from ext_authz.check import strict_json as strict_json
 
 SCHEMA: dict[str, Any] = {
     "$schema": "http://json-schema.org/draft-07/schema#",

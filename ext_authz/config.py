@@ -46,7 +46,7 @@ from servicekit.durations import Duration, Millis
 from servicekit.span_export import SpanExport
 from servicekit.model import Model
 from servicekit.audit_output import AuditOutput
-from ext_authz.upstream_token_config import UpstreamTokens
+from ext_authz.swap.config import UpstreamTokens
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-# Revocation mirror (ext_authz/revocation_mirror.py).
+# Revocation mirror (ext_authz/revocation/mirror.py).
 REVOCATION_STATE = Gauge(
     "gatehouse_revocation_mirror_state", "1 for the mirror's current state: syncing, in_sync or degraded", ["state"]
 )
@@ -26,7 +26,7 @@ REVOCATION_RECONNECTS = Counter("gatehouse_revocation_reconnects_total", "Times 
 # Decisions (ext_authz/service.py). ``reason`` is one of the service's own codes, never input.
 DECISIONS = Counter("gatehouse_authz_decisions_total", "Authorization decisions", ["result", "reason"])
 
-# JWKS fetches (ext_authz/jwks.py), labelled by the configured ``iss``: bounded by the config.
+# JWKS fetches (ext_authz/tokens/jwks.py), labelled by the configured ``iss``: bounded by the config.
 JWKS_FETCH_SECONDS = Histogram(
     "gatehouse_authz_jwks_fetch_duration_seconds",
     "Time a JWKS fetch took, whatever its result",

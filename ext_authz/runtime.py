@@ -25,20 +25,20 @@ import structlog
 from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
 
 from ext_authz import metrics
-from ext_authz.admin import build_admin_server, read_credential
-from ext_authz.api_keys import ApiKeyCheck
+from ext_authz.admin.service import build_admin_server, read_credential
+from ext_authz.check.api_keys import ApiKeyCheck
 from ext_authz.config import ExtAuthzConfig
-from ext_authz.jwks import IssuerKeys
-from ext_authz.revocation_mirror import RevocationMirror
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.revocation.mirror import RevocationMirror
 from ext_authz.service import Authorizer, AuthorizationService
-from ext_authz.tokens import TokenVerifier
-from ext_authz.http_check import HttpCheck, RouteSubscription, RouteTable
-from ext_authz.tickets import TicketSigner, read_key
-from ext_authz.waiting_room import WaitingRoomGate
+from ext_authz.tokens.verifier import TokenVerifier
+from ext_authz.check.http_check import HttpCheck, RouteSubscription, RouteTable
+from ext_authz.check.tickets import TicketSigner, read_key
+from ext_authz.check.waiting_room import WaitingRoomGate
 from limiter.engine import Limiter
 from limiter.waiting_room_store import WaitingRoomStore
-from ext_authz.upstream_token import UpstreamTokens
-from ext_authz.upstream_token_serving import build_upstream_tokens, jwks_routes
+from ext_authz.swap.tokens import UpstreamTokens
+from ext_authz.swap.serving import build_upstream_tokens, jwks_routes
 from limiter.config import build_limiter
 from servicekit.admin_http import AdminServer
 from servicekit.http1_server import Http1Server

@@ -24,13 +24,13 @@ from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ext_authz import metrics
-from ext_authz.claim_headers import claim_headers
+from ext_authz.tokens.claim_headers import claim_headers
 from ext_authz.config import Issuer
 from ext_authz.errors import AuthzError, TokenError
-from ext_authz.requirements import check_requirements
+from ext_authz.tokens.requirements import check_requirements
 from ext_authz.responses import allowed, denied
-from ext_authz.revocation_mirror import RevocationMirror
-from ext_authz.tokens import TokenVerifier
+from ext_authz.revocation.mirror import RevocationMirror
+from ext_authz.tokens.verifier import TokenVerifier
 from ext_authz.denial_audit import DenialAudit
 from servicekit.audit import AuditSink
 from servicekit.span_export import SpanExporter

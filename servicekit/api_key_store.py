@@ -1,7 +1,7 @@
 """API keys as stored: the record, its Redis layout and wire form, and the writer.
 
 In the kernel because three parts share it: ext_authz reads the keys (its revocation
-mirror, ``ext_authz/revocation_store.py``), the control plane writes the keys of
+mirror, ``ext_authz/revocation/store.py``), the control plane writes the keys of
 Kubernetes Secrets (``control_plane/sources/kubernetes/api_key_secrets.py``), and the CLI
 writes the rest (``gatehouse apikey``). Never the key itself: only its sha256.
 

@@ -1,7 +1,7 @@
 """A route's API keys: ``auth.apiKeys``, ``auth.jwt`` and ``auth.consumers`` (docs/api-keys.md).
 
 Pure model: the keys themselves (hashes only) live in Redis, the lookup in ext_authz's
-HTTP check (``ext_authz/api_keys.py``). ``check_api_keys`` holds the rules that span
+HTTP check (``ext_authz/check/api_keys.py``). ``check_api_keys`` holds the rules that span
 ``auth`` and ``rateLimits``; ``RouteSpec`` calls it.
 """
 

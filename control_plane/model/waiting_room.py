@@ -2,7 +2,7 @@
 with a signed ticket, instead of being refused (docs/waiting-room.md).
 
 Pure model: the queue itself lives in Redis (``limiter/lua/waiting_room.lua``), the
-decision in ext_authz's HTTP check (``ext_authz/waiting_room.py``).
+decision in ext_authz's HTTP check (``ext_authz/check/waiting_room.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """API keys on a route (``auth.apiKeys``): what the HTTP check is told, what the upstream never sees.
 
-The keys are decided in the lean HTTP check only (``ext_authz/api_keys.py``): a route with
+The keys are decided in the lean HTTP check only (``ext_authz/check/api_keys.py``): a route with
 ``apiKeys`` under ``extAuthz.protocol: grpc`` (or with no ext_authz at all, or a check
 without a key store) is refused with a message that says so, rather than served without its keys. The key
 header is forwarded to the check (``check_headers.HTTP_FORWARDED_HEADERS``) and removed

@@ -5,7 +5,7 @@ feature writes what the check needs of it into the one message (``HttpFeature.ch
 ext_authz the requirements (or ``auth.public``), the rate limits their limits when that
 call decides them, API keys, token swap, validation and the waiting room their rules. A
 new feature the check decides is its model, its translator module (this hook and its
-``refusals``), its step in the check (``ext_authz/http_check.py``) and its tests.
+``refusals``), its step in the check (``ext_authz/check/http_check.py``) and its tests.
 """
 
 from __future__ import annotations

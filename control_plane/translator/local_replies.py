@@ -64,7 +64,7 @@ class GatewayError:
 
 # First match wins: a reply may carry several flags (a timeout after retries: UT and URX).
 WAITING_ROOM_HEADER = "x-gatehouse-waiting-room"
-"""On the check's 429 for a waiting room (ext_authz/waiting_room.py): Envoy takes any 5xx
+"""On the check's 429 for a waiting room (ext_authz/check/waiting_room.py): Envoy takes any 5xx
 from the authorization service for its failure, so the client's 503 is made here."""
 CIRCUIT_OPEN_MESSAGE = "The upstream service is failing; the gateway is not sending it requests. Retry later."
 GATEWAY_ERRORS: tuple[GatewayError, ...] = (
@@ -124,7 +124,7 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
         "access_denied", "Requests from this address are not allowed.", 403, details_prefix="rbac_access_denied"
     ),
     GatewayError("rate_limit_unavailable", "The rate-limit service could not be reached.", None, flags=("RLSE",)),
-    # A swap route's upstream token could not be had (ext_authz/upstream_token.py answers
+    # A swap route's upstream token could not be had (ext_authz/swap/tokens.py answers
     # 424 with this header: a 5xx would count as the service failing, and fail open).
     GatewayError(
         "upstream_token_unavailable",

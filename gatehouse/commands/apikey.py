@@ -82,7 +82,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _store(args: argparse.Namespace) -> tuple[Any, Any]:
     """(the key writer, its Redis client)."""
-    from ext_authz.admin_input import validate_reason
+    from ext_authz.admin.inputs import validate_reason
     from ext_authz.config import load_ext_authz_config
     from servicekit.api_key_store import redis_api_keys
 
@@ -139,7 +139,7 @@ def _where(args: argparse.Namespace) -> str:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from ext_authz.api_keys import key_hash, new_key
+    from ext_authz.check.api_keys import key_hash, new_key
     from servicekit.api_key_store import ApiKey
 
     if args.secret is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ext_authz.admin import CredentialError
+from ext_authz.admin.service import CredentialError
 from ext_authz.config import ExtAuthzConfig, load_ext_authz_config
 from ext_authz.runtime import ExtAuthz
 from gatehouse.commands.serve import Workers, add_service_parser, run_service

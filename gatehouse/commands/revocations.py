@@ -31,7 +31,7 @@ import grpc
 from servicekit.protos.gatehouse.admin.v1 import revocation_pb2 as pb
 from servicekit.protos.gatehouse.admin.v1 import revocation_pb2_grpc
 
-# ext_authz.admin (and with it redis and the mirror) is imported only when one of these
+# ext_authz.admin.service (and with it redis and the mirror) is imported only when one of these
 # commands runs, so that every other `gatehouse` command starts as fast as before.
 
 CREDENTIAL_ENV = "GATEHOUSE_ADMIN_CREDENTIAL"
@@ -100,7 +100,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def credential_for(args: argparse.Namespace) -> str:
-    from ext_authz.admin import check_credential, read_credential
+    from ext_authz.admin.service import check_credential, read_credential
 
     if args.credential_file is not None:
         return read_credential(args.credential_file)
@@ -120,7 +120,7 @@ def _operator() -> str:
 
 def _call(args: argparse.Namespace, method: str, request: Any) -> Any:
     """One unary call with the credential and a deadline; gRPC errors → CommandError."""
-    from ext_authz.admin import OPERATOR_HEADER
+    from ext_authz.admin.service import OPERATOR_HEADER
 
     metadata = (("authorization", f"Bearer {credential_for(args)}"), (OPERATOR_HEADER, _operator()))
     with grpc.insecure_channel(args.admin) as channel:
@@ -147,7 +147,7 @@ def _describe(exc: Any, args: argparse.Namespace) -> str:
 
 
 def _run(args: argparse.Namespace, body: Any) -> int:
-    from ext_authz.admin import CredentialError
+    from ext_authz.admin.service import CredentialError
 
     try:
         body(args)

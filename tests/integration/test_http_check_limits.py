@@ -15,10 +15,10 @@ import pytest
 import redis as redis_client
 
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable
-from ext_authz.jwks import IssuerKeys
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.tokens.jwks import IssuerKeys
 from ext_authz.service import Authorizer
-from ext_authz.tokens import TokenVerifier
+from ext_authz.tokens.verifier import TokenVerifier
 from limiter import Limiter
 from limiter.keys import counter_key
 from limiter.policies import limit_spec

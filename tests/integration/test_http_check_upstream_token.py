@@ -13,10 +13,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.http_check import HttpCheck, RouteTable
-from ext_authz.token_exchange import TokenExchange
-from ext_authz.upstream_signer import UpstreamSigner
-from ext_authz.upstream_token import UpstreamTokens
+from ext_authz.check.http_check import HttpCheck, RouteTable
+from ext_authz.swap.exchange import TokenExchange
+from ext_authz.swap.signer import UpstreamSigner
+from ext_authz.swap.tokens import UpstreamTokens
 from limiter import Limiter
 from servicekit.audit import MemoryAuditSink
 from tests.harness.ports import refused_port

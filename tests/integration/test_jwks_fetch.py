@@ -17,8 +17,8 @@ import pytest
 from aiohttp import web
 
 from ext_authz.errors import TokenError
-from ext_authz.jwks import IssuerKeys
-from ext_authz.tokens import TokenVerifier
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.tokens.verifier import TokenVerifier
 from tests.unit.ext_authz.signing import FakeClock, claims, ec_key, issuer, rsa_key
 
 

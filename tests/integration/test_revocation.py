@@ -19,12 +19,12 @@ import grpc
 import pytest
 from redis.asyncio import Redis
 
-from ext_authz.admin import RevocationAdminServer, build_admin_server
+from ext_authz.admin.service import RevocationAdminServer, build_admin_server
 from ext_authz.errors import StoreUnavailable
-from ext_authz.revocation_mirror import RevocationMirror
-from ext_authz.revocation_policy import Policy
-from ext_authz.revocation_set import Verdict
-from ext_authz.revocation_store import RedisRevocationStore
+from ext_authz.revocation.mirror import RevocationMirror
+from ext_authz.revocation.policy import Policy
+from ext_authz.revocation.entries import Verdict
+from ext_authz.revocation.store import RedisRevocationStore
 from servicekit.audit import ADMIN_CALL, REVOCATION_BLOCKED, REVOCATION_REVOKED, REVOCATION_UNBLOCKED, MemoryAuditSink
 from servicekit.protos.gatehouse.admin.v1 import revocation_pb2 as pb
 from servicekit.protos.gatehouse.admin.v1 import revocation_pb2_grpc

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteSubscription, RouteTable
-from ext_authz.tickets import TicketSigner
-from ext_authz.waiting_room import MARKER_HEADER, TICKET_HEADER, WaitingRoomGate, cookie_name
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteSubscription, RouteTable
+from ext_authz.check.tickets import TicketSigner
+from ext_authz.check.waiting_room import MARKER_HEADER, TICKET_HEADER, WaitingRoomGate, cookie_name
 from limiter import Limiter
 from limiter.config import Policies
 from limiter.policies import PartlyApplied

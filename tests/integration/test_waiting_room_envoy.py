@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from ext_authz.waiting_room import cookie_name
+from ext_authz.check.waiting_room import cookie_name
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Reply, get, wait_for

@@ -122,4 +122,4 @@ def test_the_checks_can_fail() -> None:
     assert not allowed("servicekit.audit", "control_plane.errors")
     assert not allowed("limiter.engine", "ratelimit_svc.service")
     assert allowed("gatehouse.cli", "ext_authz.service") and allowed("telemetry.config", "servicekit.model")
-    assert allowed("ext_authz.http_check", "limiter.verdict") and allowed("limiter.engine", "servicekit.kafka")
+    assert allowed("ext_authz.check.http_check", "limiter.verdict") and allowed("limiter.engine", "servicekit.kafka")

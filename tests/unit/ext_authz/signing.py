@@ -20,7 +20,7 @@ from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from ext_authz.config import Issuer
 from ext_authz.errors import JwksFetchError
-from ext_authz.jwks import JwksFetch
+from ext_authz.tokens.jwks import JwksFetch
 
 ISSUER = "https://auth.example.com/"
 NOW = 1_700_000_000.0

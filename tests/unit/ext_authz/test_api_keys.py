@@ -15,16 +15,16 @@ from dataclasses import fields
 
 import pytest
 
-from ext_authz.api_keys import KEY_PREFIX, ApiKeyCheck, KeyRule, key_hash, key_rule, new_key
+from ext_authz.check.api_keys import KEY_PREFIX, ApiKeyCheck, KeyRule, key_hash, key_rule, new_key
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.errors import UnavailableError
-from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteSubscription, RouteTable
-from ext_authz.jwks import IssuerKeys
-from ext_authz.revocation_mirror import RevocationMirror
-from ext_authz.revocation_set import ApiKey, Change, Entry, RevocationSet
-from ext_authz.revocation_store import decode_change, encode_change
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteSubscription, RouteTable
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.revocation.mirror import RevocationMirror
+from ext_authz.revocation.entries import ApiKey, Change, Entry, RevocationSet
+from ext_authz.revocation.store import decode_change, encode_change
 from ext_authz.service import Authorizer
-from ext_authz.tokens import TokenVerifier
+from ext_authz.tokens.verifier import TokenVerifier
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ext_authz.claim_headers import MAX_HEADER_VALUE, claim_headers
+from ext_authz.tokens.claim_headers import MAX_HEADER_VALUE, claim_headers
 from ext_authz.config import IDENTITY_HEADERS, Issuer
 
 DEFAULT = {"x-user-id": "sub", "x-user-role": "role", "x-scope": "scope"}

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from control_plane.model.validation import Validation
 from control_plane.translator.validation import validation_policy
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable
-from ext_authz.json_media_type import refusal
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.check.json_media_type import refusal
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from ext_authz.errors import TokenError, UnavailableError
-from ext_authz.jwks import IssuerKeys, cache_max_age, is_safe_kid, key_from_jwk, load_jwks
+from ext_authz.tokens.jwks import IssuerKeys, cache_max_age, is_safe_kid, key_from_jwk, load_jwks
 from tests.unit.ext_authz.signing import FakeClock, FakeSource, b64url, ec_key, issuer, rsa_key
 
 MIN_TTL, MAX_TTL, COOLDOWN, MAX_STALE = 300.0, 86_400.0, 30.0, 86_400.0

@@ -15,10 +15,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ext_authz.errors import TokenError
-from ext_authz.jwks import IssuerKeys, JwksFetch
+from ext_authz.tokens.jwks import IssuerKeys, JwksFetch
 from ext_authz.metrics import VerifierCollector
 from ext_authz.service import MAX_LOGGED_REQUEST_ID, Authorizer, AuthorizationService
-from ext_authz.tokens import TokenVerifier
+from ext_authz.tokens.verifier import TokenVerifier
 from servicekit.audit import LogAuditSink
 from tests.harness.issuer import forge_signature
 from tests.unit.ext_authz.signing import NOW, FakeClock, FakeSource, claims, issuer, raw_token, rsa_key

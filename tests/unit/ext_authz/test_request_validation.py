@@ -1,4 +1,4 @@
-"""Request validation's per-request decisions (ext_authz/request_validation.py), from the
+"""Request validation's per-request decisions (ext_authz/check/validation.py), from the
 policy the control plane sends: which rule fails, what the client is told (never its
 values), and that a table compiles each schema once."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from control_plane.model.validation import Validation
 from control_plane.translator.validation import validation_policy
-from ext_authz.request_validation import MAX_ECHOED, Compiler, RequestRules
+from ext_authz.check.validation import MAX_ECHOED, Compiler, RequestRules
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 RULES = {

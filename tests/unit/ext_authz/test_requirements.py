@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ext_authz.errors import AuthzError, ForbiddenError
-from ext_authz.requirements import check_requirements, granted_roles, granted_scopes
+from ext_authz.tokens.requirements import check_requirements, granted_roles, granted_scopes
 
 # Claim values that must never appear in a message (the route's required names may).
 SECRET_CLAIMS: dict[str, Any] = {

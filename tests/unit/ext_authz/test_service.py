@@ -23,15 +23,15 @@ from envoy.type.v3 import http_status_pb2
 from google.rpc import status_pb2
 
 from ext_authz.config import Issuer
-from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
 from servicekit.http1_server import Request
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from ext_authz.errors import AuthzError, ForbiddenError, RevokedError, TokenError, UnavailableError
-from ext_authz.jwks import IssuerKeys
-from ext_authz.revocation_mirror import RevocationMirror
-from ext_authz.revocation_set import Verdict
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.revocation.mirror import RevocationMirror
+from ext_authz.revocation.entries import Verdict
 from ext_authz.service import Authorizer, AuthorizationService
-from ext_authz.tokens import TokenVerifier
+from ext_authz.tokens.verifier import TokenVerifier
 from servicekit.audit import AUTHZ_DENIED, AuditEvent, MemoryAuditSink
 from tests.harness.ports import free_port
 from tests.harness.issuer import forge_signature

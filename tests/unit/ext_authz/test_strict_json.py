@@ -1,4 +1,4 @@
-"""ext_authz/strict_json.py by property: what it accepts it reads as json.loads does, it
+"""ext_authz/check/strict_json.py by property: what it accepts it reads as json.loads does, it
 refuses exactly the bodies nested deeper than MAX_DEPTH (its bracket count agrees with a
 walk of the document), and no bytes make it raise anything but BodyRefused."""
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ext_authz import strict_json
-from ext_authz.strict_json import MAX_DEPTH, BodyRefused
+from ext_authz.check import strict_json as strict_json
+from ext_authz.check.strict_json import MAX_DEPTH, BodyRefused
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # Keys and strings with the characters that matter to the depth count: quotes, backslashes, brackets.

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ext_authz.config import load_ext_authz_config
-from ext_authz.tickets import TicketSigner, read_key
-from ext_authz.waiting_room import _presented, cookie_name
+from ext_authz.check.tickets import TicketSigner, read_key
+from ext_authz.check.waiting_room import _presented, cookie_name
 from servicekit.config_file import ConfigError
 
 KEY = b"0123456789abcdef0123456789abcdef"

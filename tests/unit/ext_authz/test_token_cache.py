@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from ext_authz.errors import TokenError, UnavailableError
-from ext_authz.jwks import IssuerKeys
-from ext_authz.token_cache import TokenCache, token_digest
-import ext_authz.tokens as tokens_module
-from ext_authz.tokens import TokenVerifier
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.tokens.cache import TokenCache, token_digest
+import ext_authz.tokens.verifier as tokens_module
+from ext_authz.tokens.verifier import TokenVerifier
 from tests.unit.ext_authz.signing import NOW, FakeClock, FakeSource, claims, ec_key, issuer, rsa_key
 
 # --- TokenCache ------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from ext_authz.errors import TokenError, UnavailableError
-from ext_authz.jwks import IssuerKeys
-from ext_authz.tokens import TokenVerifier, VerifiedToken, bearer_token
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.tokens.verifier import TokenVerifier, VerifiedToken, bearer_token
 from tests.unit.ext_authz.signing import (
     ISSUER,
     NOW,

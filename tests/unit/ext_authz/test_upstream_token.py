@@ -14,9 +14,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from ext_authz.errors import ForbiddenError
-from ext_authz.token_exchange import ExchangeFailed, Exchanged, TokenExchange, parse_answer
-from ext_authz.upstream_signer import SigningKeyError, UpstreamSigner
-from ext_authz.upstream_token import SwapGrants, SwapRule, UpstreamTokens, UpstreamTokenUnavailable, swap_refusal, unavailable_parts
+from ext_authz.swap.exchange import ExchangeFailed, Exchanged, TokenExchange, parse_answer
+from ext_authz.swap.signer import SigningKeyError, UpstreamSigner
+from ext_authz.swap.tokens import SwapGrants, SwapRule, UpstreamTokens, UpstreamTokenUnavailable, swap_refusal, unavailable_parts
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from tests.unit.ext_authz.signing import NOW, FakeClock
 

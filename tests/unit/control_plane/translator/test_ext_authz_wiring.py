@@ -130,7 +130,7 @@ AUTH_ITEM_CASES = {
 def test_a_route_requirement_is_refused_or_enforced_as_written(case: str) -> None:
     from control_plane.translator.ext_authz import per_route
     from ext_authz.errors import ForbiddenError
-    from ext_authz.requirements import check_requirements
+    from ext_authz.tokens.requirements import check_requirements
 
     auth, weaker_claims = AUTH_ITEM_CASES[case]
     text = (

@@ -10,7 +10,7 @@ from control_plane.model import Origin, parse_route_file
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.ext_authz import ExtAuthzSettings
 from control_plane.translator.local_replies import GATEWAY_ERRORS, mapper
-from ext_authz.upstream_token import UNAVAILABLE_HEADER, UNAVAILABLE_STATUS
+from ext_authz.swap.tokens import UNAVAILABLE_HEADER, UNAVAILABLE_STATUS
 
 ROUTES = """
 apiVersion: gatehouse.io/v1alpha1

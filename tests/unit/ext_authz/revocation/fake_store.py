@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from typing import Literal
 
 from ext_authz.errors import StoreUnavailable
-from ext_authz.revocation_set import ApiKey, Change, Entry, Kind
-from ext_authz.revocation_store import PONG
+from ext_authz.revocation.entries import ApiKey, Change, Entry, Kind
+from ext_authz.revocation.store import PONG
 
 
 class FakeSubscription:

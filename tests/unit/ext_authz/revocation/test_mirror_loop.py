@@ -11,9 +11,9 @@ import pytest
 
 from ext_authz.errors import ForbiddenError, RevokedError, UnavailableError
 from ext_authz.errors import InvalidEntry, StoreUnavailable
-from ext_authz.revocation_mirror import RevocationMirror
-from ext_authz.revocation_policy import Policy
-from ext_authz.revocation_set import Change, Entry, Verdict
+from ext_authz.revocation.mirror import RevocationMirror
+from ext_authz.revocation.policy import Policy
+from ext_authz.revocation.entries import Change, Entry, Verdict
 from tests.unit.ext_authz.revocation.fake_store import FakeStore
 
 def fast_mirror(store: FakeStore, policy: Policy = "closed", resync_interval: float = 60.0) -> RevocationMirror:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ext_authz.revocation_policy import MirrorState, Policy
-from ext_authz.revocation_set import Change, Entry, Verdict
+from ext_authz.revocation.policy import MirrorState, Policy
+from ext_authz.revocation.entries import Change, Entry, Verdict
 
 T = 1_700_000_000.0
 LAST_KNOWN_FOR = 60.0

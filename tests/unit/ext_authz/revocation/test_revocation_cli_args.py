@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ext_authz.admin import CredentialError
+from ext_authz.admin.service import CredentialError
 from gatehouse.cli import build_parser
 from gatehouse.commands.revocations import CommandError, credential_for, parse_ttl
 

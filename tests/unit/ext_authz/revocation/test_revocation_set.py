@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ext_authz.revocation_set import Change, Entry, RevocationSet, Verdict
+from ext_authz.revocation.entries import Change, Entry, RevocationSet, Verdict
 
 T = 1_700_000_000.0
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from ext_authz.admin_input import validate_expiry, validate_identifier
+from ext_authz.admin.inputs import validate_expiry, validate_identifier
 from ext_authz.errors import InvalidEntry
-from ext_authz.revocation_set import Change, Entry
-from ext_authz.revocation_store import Keys, decode_change, encode_change
+from ext_authz.revocation.entries import Change, Entry
+from ext_authz.revocation.store import Keys, decode_change, encode_change
 
 T = 1_700_000_000.0
 

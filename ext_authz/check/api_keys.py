@@ -32,7 +32,7 @@ from typing import Final
 
 from ext_authz.errors import ApiKeyError, AuthzError, ConsumerForbidden
 from ext_authz.responses import denial_parts
-from ext_authz.revocation_mirror import RevocationMirror
+from ext_authz.revocation.mirror import RevocationMirror
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
 API_KEY_HEADER: Final = "x-api-key"

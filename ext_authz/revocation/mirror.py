@@ -27,12 +27,12 @@ from dataclasses import dataclass
 import structlog
 
 from ext_authz import metrics
-from ext_authz.admin_input import validate_expiry, validate_identifier
+from ext_authz.admin.inputs import validate_expiry, validate_identifier
 from ext_authz.config import Revocation
 from ext_authz.errors import ForbiddenError, RevokedError, StoreUnavailable, UnavailableError
-from ext_authz.revocation_policy import MirrorState, Policy, State
-from ext_authz.revocation_set import ApiKey, Change, Entry, Kind, RevocationSet, Verdict
-from ext_authz.revocation_store import PONG, RedisRevocationStore, RevocationStore, Subscription
+from ext_authz.revocation.policy import MirrorState, Policy, State
+from ext_authz.revocation.entries import ApiKey, Change, Entry, Kind, RevocationSet, Verdict
+from ext_authz.revocation.store import PONG, RedisRevocationStore, RevocationStore, Subscription
 
 __all__ = ["MirrorStats", "RevocationMirror"]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ext_authz.revocation_set import RevocationSet, Verdict
+from ext_authz.revocation.entries import RevocationSet, Verdict
 
 __all__ = ["MirrorState", "Policy", "State"]
 

@@ -28,7 +28,7 @@ from urllib.parse import parse_qsl
 import jsonschema_rs
 import structlog
 
-from ext_authz import json_media_type, strict_json
+from ext_authz.check import json_media_type as json_media_type, strict_json
 from servicekit.http1_server import response
 from servicekit.json_schema import compile_schema
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2

@@ -38,7 +38,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ext_authz.error_mapping import REDIS_ERRORS, redis_errors
-from ext_authz.revocation_set import Change, Entry, Kind
+from ext_authz.revocation.entries import Change, Entry, Kind
 from servicekit.api_key_store import decode_key, key_message, key_prefix
 
 log = structlog.get_logger(component="revocation")

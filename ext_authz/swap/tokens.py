@@ -35,11 +35,11 @@ from dataclasses import dataclass
 import structlog
 
 from ext_authz.errors import ForbiddenError, UnavailableError
-from ext_authz.token_exchange import ExchangeFailed, TokenExchange
-from ext_authz.upstream_signer import UpstreamSigner
+from ext_authz.swap.exchange import ExchangeFailed, TokenExchange
+from ext_authz.swap.signer import UpstreamSigner
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
-log = structlog.get_logger(component="ext_authz.upstream_token")
+log = structlog.get_logger(component="ext_authz.swap.tokens")
 
 UNAVAILABLE_STATUS = 424
 """Not 5xx, so Envoy passes this denial on; the local reply mapper makes it a 503."""

@@ -43,7 +43,7 @@ from ext_authz.config import Issuer
 from ext_authz.error_mapping import JWK_ERRORS, file_jwks_errors, http_jwks_errors
 from ext_authz.errors import JwksFetchError, TokenError, UnavailableError
 
-log = structlog.get_logger(component="ext_authz.jwks")
+log = structlog.get_logger(component="ext_authz.tokens.jwks")
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]

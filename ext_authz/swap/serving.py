@@ -13,10 +13,10 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from ext_authz.token_exchange import TokenExchange
-from ext_authz.upstream_signer import UpstreamSigner
-from ext_authz.upstream_token import SwapGrants, UpstreamTokens
-from ext_authz.upstream_token_config import UpstreamTokens as UpstreamTokensConfig
+from ext_authz.swap.exchange import TokenExchange
+from ext_authz.swap.signer import UpstreamSigner
+from ext_authz.swap.tokens import SwapGrants, UpstreamTokens
+from ext_authz.swap.config import UpstreamTokens as UpstreamTokensConfig
 
 JWKS_PATH = "/.well-known/jwks.json"
 JWKS_MAX_AGE = 300

@@ -39,7 +39,7 @@ gateway's ``rate_limited`` JSON body. Counter keys are the ones the RateLimitSer
 uses, so switching transports keeps every count.
 
 A swap route (``RoutePolicy.upstream_token``) adds the upstream's own ``authorization``
-to the 200, in place of the client's (ext_authz/upstream_token.py); none to be had is a
+to the 200, in place of the client's (ext_authz/swap/tokens.py); none to be had is a
 424 the gateway turns into 503 ``upstream_token_unavailable``, its limits' hits given back.
 """
 
@@ -57,15 +57,15 @@ import structlog
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
 from ext_authz import metrics
-from ext_authz.api_keys import KEYS_WITHOUT_STORE, ApiKeyCheck, KeyRule, denial_for, key_rule
+from ext_authz.check.api_keys import KEYS_WITHOUT_STORE, ApiKeyCheck, KeyRule, denial_for, key_rule
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.tokens import VerifiedToken
+from ext_authz.tokens.verifier import VerifiedToken
 from ext_authz.errors import AuthzError, UnavailableError
-from ext_authz.request_validation import Compiler, Invalid, RequestRules
+from ext_authz.check.validation import Compiler, Invalid, RequestRules
 from ext_authz.responses import denial_parts
-from ext_authz.waiting_room import RoomPolicy, WaitingRoomGate, room_policy
-from ext_authz.waiting_room import Verdict as RoomVerdict
-from ext_authz.upstream_token import (
+from ext_authz.check.waiting_room import RoomPolicy, WaitingRoomGate, room_policy
+from ext_authz.check.waiting_room import Verdict as RoomVerdict
+from ext_authz.swap.tokens import (
     SwapRule,
     UpstreamTokens,
     UpstreamTokenUnavailable,
@@ -421,7 +421,7 @@ class HttpCheck:
         return self._upstream_tokens.cached(rule, token.token_hash)
 
     async def _swap(self, rule: SwapRule, token: VerifiedToken, headers: Mapping[str, str]) -> bytes:
-        """The upstream's own ``authorization`` line (ext_authz/upstream_token.py)."""
+        """The upstream's own ``authorization`` line (ext_authz/swap/tokens.py)."""
         assert self._upstream_tokens is not None  # the route table was refused otherwise
         client_token = headers.get("authorization", "").partition(" ")[2].strip()
         return await self._upstream_tokens.line(rule, token.token_hash, token.subject or "", token.expires_at, client_token)

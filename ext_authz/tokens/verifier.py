@@ -43,8 +43,8 @@ import jwt
 from ext_authz.config import Issuer
 from ext_authz.error_mapping import SIGNATURE_ERRORS
 from ext_authz.errors import TokenError
-from ext_authz.jwks import IssuerKeys, is_safe_kid
-from ext_authz.token_cache import TokenCache, token_digest
+from ext_authz.tokens.jwks import IssuerKeys, is_safe_kid
+from ext_authz.tokens.cache import TokenCache, token_digest
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]*")
 _KEY_HEADERS = ("jku", "x5u", "jwk", "x5c")

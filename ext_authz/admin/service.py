@@ -28,12 +28,12 @@ from typing import Any
 
 import grpc
 
-from ext_authz.admin_input import printable, validate_reason
+from ext_authz.admin.inputs import printable, validate_reason
 from ext_authz.error_mapping import credential_file_errors
 from ext_authz.errors import CredentialError as CredentialError  # re-exported: the CLI imports it from here
 from ext_authz.errors import InvalidEntry, StoreUnavailable
-from ext_authz.revocation_mirror import RevocationMirror
-from ext_authz.revocation_set import Entry, Kind
+from ext_authz.revocation.mirror import RevocationMirror
+from ext_authz.revocation.entries import Entry, Kind
 from servicekit.audit import (
     ADMIN_CALL,
     REVOCATION_BLOCKED,

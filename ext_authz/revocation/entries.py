@@ -3,7 +3,7 @@ that holds them (``RevocationSet``). No I/O, no clock: every call takes ``now``.
 
 The same set holds the API keys (``ApiKey``, by the sha256 of the key): they travel the
 same channel and resync as revocations, so a revoked key is gone from every instance as
-fast as a revoked jti (``ext_authz/api_keys.py``).
+fast as a revoked jti (``ext_authz/check/api_keys.py``).
 
 A revoked jti counts until ``exp + grace`` (``grace`` must cover the largest issuer
 leeway, since a token is accepted until ``exp + leeway``); the Redis key expires then

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import structlog
 
 from ext_authz import metrics
-from ext_authz.tickets import TicketSigner
+from ext_authz.check.tickets import TicketSigner
 from limiter.errors import StoreError
 from limiter.local import LocalStore
 from limiter.model import LimitSpec

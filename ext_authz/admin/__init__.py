@@ -1,0 +1,1 @@
+"""The gRPC admin API (revoke, block, unblock, list) and the checks on what it is given."""

@@ -20,8 +20,9 @@ and its instances, each library is timed in the same run, in-process, on:
 Results are µs per operation (median of ``--rounds`` rounds of ``--number`` calls) and
 ratios to jsonschema measured in the same run. One JSON document goes to stdout.
 
-    .venv/bin/python bench/validation.py
-    .venv/bin/python bench/validation.py --number 2000 --rounds 7
+    .venv/bin/python -m bench.validation
+    .venv/bin/python -m bench.validation --number 2000 --rounds 7
+    .venv/bin/python -m bench.validation --number 50 --rounds 1     # the quickest run
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +38,11 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 import jsonschema_rs
+
+from bench.kit.machine import describe
+from bench.kit.run import Progress, Run, add_workdir_arguments
+
+progress = Progress("validation")
 
 SCHEMA: dict[str, Any] = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -188,18 +192,9 @@ def measure(number: int, rounds: int) -> dict[str, Any]:
         if name in LIBRARIES
     }
     return {
-        "bench": "validation",
-        "python": platform.python_version(),
-        "versions": {
-            "jsonschema": jsonschema.__version__ if hasattr(jsonschema, "__version__") else "?",
-            "fastjsonschema": fastjsonschema.VERSION,
-            "jsonschema_rs": getattr(jsonschema_rs, "__version__", "?"),
-        },
-        "body_bytes": len(BODY),
-        "number": number,
-        "rounds": rounds,
+        "baseline": {"library": "jsonschema", "us_per_op": base},
+        "ratios": ratios,
         "us_per_op": results,
-        "ratio_to_jsonschema": ratios,
         "first_error_found": agreement,
     }
 
@@ -208,9 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--number", type=int, default=1000, help="calls per round")
     parser.add_argument("--rounds", type=int, default=5)
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    json.dump(measure(args.number, args.rounds), sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    with Run("validation", argv, args, progress) as run:
+        run.report["settings"] = {"number": args.number, "rounds": args.rounds, "body_bytes": len(BODY)}
+        run.report["machine"] = describe(("jsonschema", "fastjsonschema", "jsonschema-rs"), ("ext_authz",))
+        results = measure(args.number, args.rounds)
+    run.print(**results)
     return 0
 
 

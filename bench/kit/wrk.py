@@ -1,5 +1,6 @@
-"""Running ``wrk`` and reading its result: the Lua ``done()`` that prints one JSON line, and
-the fields the benchmarks report from it."""
+"""Running ``wrk`` and reading its result: the command line, the Lua ``done()`` that prints
+one JSON line, the Lua that sends a new token per request, and the fields the benchmarks
+report from a run."""
 
 from __future__ import annotations
 
@@ -23,6 +24,63 @@ function done(summary, latency, requests)
     latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9)))
 end
 """
+
+TOKENS_LUA = r"""
+local next_id = 0
+function setup(thread)
+  thread:set("thread_id", next_id)
+  next_id = next_id + 1
+end
+
+function init(args)
+  local path, nthreads = args[1], tonumber(args[2])
+  requests_list, count, index = {}, 0, 0
+  local line_number = 0
+  for line in io.lines(path) do
+    if line ~= "" then
+      if line_number % nthreads == thread_id then
+        count = count + 1
+        requests_list[count] = wrk.format(nil, nil, {["Authorization"] = "Bearer " .. line})
+      end
+      line_number = line_number + 1
+    end
+  end
+end
+
+function request()
+  index = index + 1
+  if index > count then
+    wrk.thread:stop()
+    return requests_list[count]
+  end
+  return requests_list[index]
+end
+"""
+"""Dynamic requests: every request carries the next token of this thread's slice of a file
+(script arguments: the tokens file, the number of threads), pre-formatted in init(). When
+its slice is used up the thread stops, so no token is ever sent twice."""
+
+
+def write_lua(workdir: Path) -> tuple[Path, Path]:
+    """``report.lua`` (LUA_DONE) and ``tokens.lua`` (TOKENS_LUA + LUA_DONE) in ``workdir``."""
+    static = workdir / "report.lua"
+    static.write_text(LUA_DONE)
+    tokens = workdir / "tokens.lua"
+    tokens.write_text(TOKENS_LUA + LUA_DONE)
+    return static, tokens
+
+
+def wrk_command(url: str, *, threads: int, connections: int, duration: int, script: Path, headers: tuple[str, ...] = (),
+                script_args: tuple[str, ...] = ()) -> list[str]:
+    """``wrk -t -c -d --timeout 5s --latency [-H …] -s script url [-- args]``: every benchmark's load."""
+    argv = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration}s", "--timeout", "5s", "--latency"]
+    for header in headers:
+        argv += ["-H", header]
+    argv += ["-s", str(script), url]
+    if script_args:
+        argv += ["--", *script_args]
+    return argv
+
 
 _LATENCIES = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p999"), ("max", "lat_max"), ("mean", "lat_mean"))
 

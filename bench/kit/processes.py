@@ -1,10 +1,12 @@
-"""CPU accounting the benchmarks share, read from /proc and getrusage (Linux)."""
+"""What /proc (and getrusage) say about the processes a benchmark measures (Linux): CPU time,
+context switches, descendants, memory."""
 
 from __future__ import annotations
 
 import os
 import resource
 from pathlib import Path
+from typing import Any
 
 
 def stat_fields(pid: int) -> list[str]:
@@ -76,6 +78,20 @@ def tree_cpu_times(pid: int) -> tuple[float, float]:
     return user, system
 
 
+def tree_cpu_with_reaped(pid: int) -> dict[str, Any]:
+    """utime+stime (+ cutime+cstime: children already reaped) of ``pid`` and of every live
+    descendant, seconds; ``per_pid`` the same for each process."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    per_pid: dict[int, float] = {}
+    for member in process_tree(pid):
+        try:
+            fields = stat_fields(member)
+        except OSError:
+            continue
+        per_pid[member] = sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
+    return {"total": sum(per_pid.values()), "per_pid": per_pid}
+
+
 def tree_context_switches(pid: int) -> int:
     """Context switches of every process of the tree of ``pid``."""
     return sum(context_switches(member) for member in process_tree(pid))
@@ -93,3 +109,14 @@ def children_cpu_seconds() -> float:
     """CPU seconds of this process's waited-for children (wrk runs)."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def memory_mib(pid: int) -> dict[str, float]:
+    """VmRSS and VmHWM (peak RSS) of a process, MiB."""
+    kib: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                kib[key] = int(value.split()[0])
+    return {"VmRSS_mib": round(kib.get("VmRSS", 0) / 1024, 1), "VmHWM_mib": round(kib.get("VmHWM", 0) / 1024, 1)}

@@ -98,8 +98,8 @@ TODAY = {"five_ratio": 0.07, "authz_us": 280, "limit_us": "160-330"}
 AIM_RATIO = 0.30
 AIM_PYTHON_US = 60.0
 NATIVE_LIMIT_ID = "native"
-README_AUTHZ_WARM_US = 233.0
-"""bench/README.md, authz.py after its fixes: warm_direct, ext_authz µs CPU per check on this VM."""
+AUTHZ_WARM_US_EARLIER = 233.0
+"""bench.authz after its fixes (docs/ext-authz.md, "After acting on the findings"): warm_direct, ext_authz µs CPU per check on this VM."""
 
 
 progress = Progress("gateway")
@@ -780,8 +780,8 @@ def summarise(results: dict[str, list[dict[str, Any]]], profile: dict[str, Any] 
     scale = None
     grpc_warm = combined.get("grpc.auth_direct", {}).get("cpu", {}).get("ext_authz", {}).get("us_per_request")
     if grpc_warm:
-        scale = {"factor": round(README_AUTHZ_WARM_US / grpc_warm, 3),
-                 "note": f"bench/README.md's authz.py warm_direct after its fixes was {README_AUTHZ_WARM_US} µs of ext_authz CPU per check on "
+        scale = {"factor": round(AUTHZ_WARM_US_EARLIER / grpc_warm, 3),
+                 "note": f"bench.authz's warm_direct after its fixes (docs/ext-authz.md) was {AUTHZ_WARM_US_EARLIER} µs of ext_authz CPU per check on "
                          "this VM at its normal speed; this run's grpc.auth_direct is the same check. Multiplying by the factor "
                          "estimates the numbers at that speed (a rough estimate: gRPC's kernel-heavy cost may scale differently)"}
         for key, block in (("five_new", five_new), ("five_old", five_old), ("five_new_workers2", five_w2)):

@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -55,10 +54,10 @@ from typing import Any
 
 from bench.kit.machine import command_output, describe
 from bench.kit.metrics import delta, samples
-from bench.kit.processes import children_cpu_seconds, cpu_seconds, machine_busy_seconds
-from bench.kit.run import Progress, Run, Scenario, add_workdir_arguments, chosen
+from bench.kit.processes import CpuWindow, machine_costs, request_costs
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen
 from bench.kit.stats import median, ratio
-from bench.kit.wrk import LUA_DONE, require_wrk, run_wrk, wrk_command
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command, wrk_settings
 from tests.harness.gateway import GatewayStack
 from tests.harness.kafka import KafkaBroker, kafka_version
 from tests.harness.route_repo import route_doc
@@ -168,6 +167,8 @@ class TopicOffsets:
         try:
             if self.consumer is not None:
                 self.loop.run_until_complete(self.consumer.stop())
+        except asyncio.CancelledError:  # Kafka was killed (the outage): a fetch was cancelled mid-retry
+            pass
         finally:
             self.loop.close()
 
@@ -353,11 +354,10 @@ def producer_in_process(bootstrap: str, n: int, batch_size: int) -> dict[str, An
 # -- the run ----------------------------------------------------------------------------
 
 
-class Bench:
+class LogBench(Bench):
     def __init__(self, args: argparse.Namespace, run: Run) -> None:
-        self.args = args
-        self.workdir = workdir = run.workdir
-        self.parts = run.parts
+        super().__init__(args, run)
+        workdir = self.workdir
         self.broker: KafkaBroker | None = None
         self.telemetry: TelemetryServiceProcess | None = None
         self.stacks: dict[bool, GatewayStack] = {}
@@ -368,10 +368,7 @@ class Bench:
     # setup / teardown
 
     def _gateway(self, name: str, extra: dict[str, Any] | None) -> GatewayStack:
-        stack = self.parts.add(GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra))
-        self.stacks[extra is not None] = stack
-        stack.commit_routes({"routes.yaml": routes()})
-        stack.start(wait_path="/direct")
+        stack = self.stacks[extra is not None] = self.gateway(name, routes(), wait_path="/direct", extra=extra)
         stack.wait_status("/echo", 200)
         return stack
 
@@ -488,15 +485,10 @@ class Bench:
         if scenario.log:
             self.wait_quiet()  # the preflight's entry (and anything before) is in Kafka already
         offset_before, tele_before, envoy_before = self.pipeline_state()
-        pids = {"telemetry": telemetry_pid, "kafka": kafka_pid, "envoy": envoy_pid, "upstream": upstream_pid}
-        cpu_before = {k: cpu_seconds(p) for k, p in pids.items()}
-        cpu_before.update(wrk=children_cpu_seconds(), machine=machine_busy_seconds())
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        cpu_window = CpuWindow({"telemetry": telemetry_pid, "kafka": kafka_pid, "envoy": envoy_pid, "upstream": upstream_pid})
         load = self.wrk(scenario, self.args.duration, f"{scenario.name}-round{round_no}")
-        load_wall = time.monotonic() - wall
-        cpu_load = {k: cpu_seconds(p) - cpu_before[k] for k, p in pids.items()}
-        cpu_load.update(wrk=children_cpu_seconds() - cpu_before["wrk"], machine=machine_busy_seconds() - cpu_before["machine"])
+        cpu_load = cpu_window.used()
+        load_wall = cpu_load["wall"]
         requests = load["requests"]
         result: dict[str, Any] = {"name": scenario.name, "round": round_no, "path": scenario.path, "access_log": scenario.log,
                                   "description": scenario.description, **load}
@@ -506,8 +498,8 @@ class Bench:
         cpu_total = dict(cpu_load)
         if scenario.log:
             drain_s, (offset_after, tele_after, envoy_after) = self.wait_quiet()
-            window = time.monotonic() - wall  # load + drain + the quiet tail
-            cpu_total = {k: cpu_seconds(p) - cpu_before[k] for k, p in pids.items()}
+            cpu_total = cpu_window.used()
+            window = cpu_total["wall"]  # load + drain + the quiet tail
             entries = offset_after - offset_before
             tele = counter_delta(tele_before, tele_after)
             envoy = {k.removeprefix(ENVOY_ALS_PREFIX): v - envoy_before.get(k, 0) for k, v in envoy_after.items()
@@ -561,20 +553,13 @@ class Bench:
             # Telemetry is idle during a log-off run: its CPU here is its floor.
             result["telemetry_idle_cores"] = round(cpu_load["telemetry"] / load_wall, 4)
         result["cpu"] = {
-            "envoy_us_per_request": round(cpu_load["envoy"] * 1e6 / max(1, requests), 1),
+            **request_costs(cpu_load, ("envoy", "upstream", "wrk"), requests),
             "envoy_us_per_request_incl_flush": round(cpu_total["envoy"] * 1e6 / max(1, requests), 1),
-            "envoy_cores": round(cpu_load["envoy"] / load_wall, 3),
-            "upstream_us_per_request": round(cpu_load["upstream"] * 1e6 / max(1, requests), 1),
-            "upstream_cores": round(cpu_load["upstream"] / load_wall, 3),
             "telemetry_cores_during_load": round(cpu_load["telemetry"] / load_wall, 3),
             "kafka_cores_during_load": round(cpu_load["kafka"] / load_wall, 3),
-            "wrk_us_per_request": round(cpu_load["wrk"] * 1e6 / max(1, requests), 1),
-            "wrk_cores": round(cpu_load["wrk"] / load_wall, 3),
-            "machine_busy_cores": round(cpu_load["machine"] / load_wall, 3),
             "machine_us_per_request": round(cpu_load["machine"] * 1e6 / max(1, requests), 1),
             "stack_us_per_request": round(sum(cpu_total[k] for k in ("envoy", "upstream", "telemetry", "kafka")) * 1e6 / max(1, requests), 1),
-            "other_processes_cores": round((cpu_load["machine"] - sum(cpu_load[k] for k in ("telemetry", "kafka", "envoy", "upstream", "wrk"))) / load_wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            **machine_costs(cpu_load, ("telemetry", "kafka", "envoy", "upstream", "wrk"), cpu_window.load_average),
         }
         if warnings:
             result["warning"] = "; ".join(warnings)
@@ -733,11 +718,8 @@ def parse_duration_s(text: str) -> float:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=8, help="seconds per scenario and round (default: %(default)s)")
+    add_wrk_arguments(parser, duration=8, threads=2, warmup_help="seconds of unmeasured load per scenario first (0: none)")
     parser.add_argument("--rounds", type=int, default=2, help="runs of every scenario; odd rounds off before on, even rounds on before off (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load per scenario first (0: none)")
     parser.add_argument("--quick", action="store_true", help="4 s per scenario, 1 s warm-up, 20,000 in-process conversions")
     parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated, in this order (default: all)")
     parser.add_argument("--envoy-buffer-size", type=int, default=16384, help="the control plane's accessLog.bufferSize (bytes, default: %(default)s)")
@@ -750,8 +732,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_workdir_arguments(parser)
     args = parser.parse_args(argv)
     chosen(parser, args.scenarios, BY_NAME)
-    if args.connections < args.threads:
-        parser.error("--connections must be at least --threads")
+    check_wrk_arguments(parser, args)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     try:
@@ -772,11 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     with Run("accesslog", argv, args, progress) as run:
         report = run.report
         report["settings"] = {
-            "duration_s": args.duration,
+            **wrk_settings(args),
             "rounds": args.rounds,
-            "connections": args.connections,
-            "wrk_threads": args.threads,
-            "warmup_s": args.warmup,
             "envoy_concurrency": ENVOY_CONCURRENCY,
             "access_log": {"bufferSize": args.envoy_buffer_size, "flushInterval": args.flush_interval},
             "telemetry_buffer": {"maxEvents": args.max_events, "batchSize": args.batch_size},
@@ -786,7 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["machine"] = describe(("grpcio", "protobuf", "aiokafka", "lz4", "prometheus-client"), ("telemetry", "gatehouse", "control_plane"),
                                      kafka=kafka_version(), java=command_output("java", "-version", stderr=True))
-        bench = Bench(args, run)
+        bench = LogBench(args, run)
         progress("starting Kafka, telemetry, two gateways (access log off / on)")
         report["stack"] = bench.start()
         progress(f"  up in {report['stack']['start']['total_s']} s")

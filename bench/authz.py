@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 import uuid
@@ -51,19 +50,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.kit import profiler
+from bench.kit.in_process import authz_parts
 from bench.kit.machine import describe
 from bench.kit.metrics import authz_decisions, delta
-from bench.kit.processes import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds
-from bench.kit.run import REPO_ROOT, Progress, Run, Scenario, add_workdir_arguments, chosen
+from bench.kit.processes import CpuWindow, context_switches, cpu_times, machine_costs, request_costs
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen
 from bench.kit.stats import ratio
 from bench.kit.tokens import AUDIENCE, SCOPE, Es256Issuer, bad_signature, claims, write_tokens
-from bench.kit.wrk import require_wrk, run_wrk, write_lua, wrk_command
+from bench.kit.wrk import add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, write_lua, wrk_command, wrk_settings
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.issuer import TestIssuer
 from tests.harness.otlp_receiver import OtlpReceiver
-from tests.harness.ports import free_port
-from tests.harness.processes import ManagedProcess, port_open
+from tests.harness.processes import ManagedProcess
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 
@@ -163,34 +162,13 @@ async def _handler_cost(config_path: Path, cases: dict[str, list[bytes]], log_pa
     """µs per check of the Authorization servicer's Check, called directly (no gRPC, no
     event-loop round trips), with the ext_authz process's own config: keys, verifier,
     revocation mirror (on the same Redis), audit log sink (to a file, as in the service)."""
-    import structlog
-
     from envoy.service.auth.v3 import external_auth_pb2
-    from ext_authz.config import load_ext_authz_config
-    from ext_authz.jwks import IssuerKeys
-    from ext_authz.revocation_mirror import RevocationMirror
-    from ext_authz.runtime import GRACE_MARGIN
-    from ext_authz.service import AuthorizationService, Authorizer
-    from ext_authz.tokens import TokenVerifier
-    from servicekit.audit import LogAuditSink
-    from servicekit.logs import configure_logging
 
-    config = load_ext_authz_config(config_path)
-    configure_logging("debug", "json")  # what the harness passes to the service
-    log_file = open(log_path, "a")  # noqa: SIM115 - closed below
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=log_file))
-    keys = [IssuerKeys.from_config(i, session=None, base_dir=Path(config.base_dir)) for i in config.issuers]
-    mirror = None
-    try:
-        for k in keys:
-            await k.start()
-        verifier = TokenVerifier(keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
-        if config.revocation is not None:
-            mirror = RevocationMirror.from_config(config.revocation, grace=max(i.leeway for i in config.issuers) / 1000 + GRACE_MARGIN)
-            await mirror.start()
-            if not await mirror.wait_ready(10):
-                raise RuntimeError("revocation mirror not ready")
-        service = AuthorizationService(Authorizer(verifier, {i.issuer: i for i in config.issuers}, mirror), LogAuditSink())
+    from ext_authz.service import AuthorizationService
+    from servicekit.audit import LogAuditSink
+
+    async with authz_parts(config_path, log_path) as parts:
+        service = AuthorizationService(parts.authorizer, LogAuditSink())
         parse = external_auth_pb2.CheckRequest.FromString
         results: dict[str, Any] = {}
         for name, blobs in cases.items():
@@ -219,13 +197,6 @@ async def _handler_cost(config_path: Path, cases: dict[str, list[bytes]], log_pa
                 "statuses": {str(k): v for k, v in statuses.items()},
             }
         return results
-    finally:
-        if mirror is not None:
-            await mirror.stop()
-        for k in keys:
-            await k.close()
-        structlog.reset_defaults()
-        log_file.close()
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -243,11 +214,10 @@ def routes() -> list[dict[str, Any]]:
     ]
 
 
-class Bench:
+class AuthzBench(Bench):
     def __init__(self, args: argparse.Namespace, run: Run) -> None:
-        self.args = args
-        self.workdir = workdir = run.workdir
-        self.parts = run.parts
+        super().__init__(args, run)
+        workdir = self.workdir
         self.redis: RedisServer | None = None
         self.authz: ExtAuthzProcess | None = None
         self.stack: GatewayStack | None = None
@@ -293,9 +263,7 @@ class Bench:
             extra["tracing"] = tracing
         if self.args.authz_timeout:
             extra["extAuthz"]["timeout"] = self.args.authz_timeout
-        stack = self.parts.add(GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra))
-        stack.commit_routes({"routes.yaml": routes()})
-        stack.start(wait_path="/open/direct")
+        stack = self.gateway(name, routes(), wait_path="/open/direct", extra=extra)
         for path in ("/open/echo", "/auth/echo", "/auth/direct"):
             stack.wait_status(path, 401 if path.startswith("/auth") and name != "trivial-stack" else 200)
         return stack
@@ -321,13 +289,10 @@ class Bench:
         return {"start_s": round(time.monotonic() - started, 2)}
 
     def start_trivial(self) -> None:
-        """A second gateway whose ext_authz is bench.standins.trivial_authz (started on first use)."""
+        """A second gateway whose ext_authz is bench.standins.trivial's (started on first use)."""
         if self.trivial_stack is not None:
             return
-        port = free_port()
-        self.trivial = self.parts.add(ManagedProcess.start([sys.executable, "-m", "bench.standins.trivial_authz", f"127.0.0.1:{port}"],
-                                                           name="trivial-authz", log_dir=self.workdir / "trivial", cwd=REPO_ROOT))
-        self.trivial.wait_until(lambda: port_open(port), 30, f"trivial ext_authz on :{port}")
+        self.trivial, port = self.start_standin("trivial", "authz", log_name="trivial-authz")
         self.trivial_stack = self._gateway("trivial-stack", f"127.0.0.1:{port}")
 
     def start_traced(self) -> None:
@@ -395,15 +360,11 @@ class Bench:
                                         summarise_profile)
         before = decisions(authz)
         envoy_before = envoy_authz_stats(stack)
-        cpu_before = {"authz": cpu_seconds(authz_pid), "envoy": cpu_seconds(envoy_pid), "upstream": cpu_seconds(upstream_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds()}
         switches_before = context_switches(authz_pid)
         authz_system_before = cpu_times(authz_pid)[1]
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        window = CpuWindow({"authz": authz_pid, "envoy": envoy_pid, "upstream": upstream_pid})
         load = self.wrk(scenario, self.args.duration, scenario.name)
-        wall = time.monotonic() - wall
-        cpu = {"authz": cpu_seconds(authz_pid) - cpu_before["authz"], "envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"],
-               "upstream": cpu_seconds(upstream_pid) - cpu_before["upstream"], "wrk": children_cpu_seconds() - cpu_before["wrk"], "machine": machine_busy_seconds() - cpu_before["machine"]}
+        cpu = window.used()
         switches = context_switches(authz_pid) - switches_before
         authz_system = cpu_times(authz_pid)[1] - authz_system_before
         made = decisions(authz) - before
@@ -426,18 +387,11 @@ class Bench:
         result["checks_per_s"] = round(checks / load["duration_s"], 1) if checks else None
         result["cpu"] = {
             "ext_authz_us_per_check": round(cpu["authz"] * 1e6 / checks, 1) if checks else None,
-            "ext_authz_cores": round(cpu["authz"] / wall, 3),
+            "ext_authz_cores": round(cpu["authz"] / cpu["wall"], 3),
             "ext_authz_kernel_share": round(authz_system / cpu["authz"], 3) if cpu["authz"] else None,
             "ext_authz_context_switches_per_check": round(switches / checks, 2) if checks else None,
-            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / max(1, requests), 1),
-            "envoy_cores": round(cpu["envoy"] / wall, 3),
-            "upstream_us_per_request": round(cpu["upstream"] * 1e6 / max(1, requests), 1),
-            "upstream_cores": round(cpu["upstream"] / wall, 3),
-            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / max(1, requests), 1),
-            "wrk_cores": round(cpu["wrk"] / wall, 3),
-            "machine_busy_cores": round(cpu["machine"] / wall, 3),
-            "other_processes_cores": round((cpu["machine"] - cpu["authz"] - cpu["envoy"] - cpu["upstream"] - cpu["wrk"]) / wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            **request_costs(cpu, ("envoy", "upstream", "wrk"), requests),
+            **machine_costs(cpu, ("authz", "envoy", "upstream", "wrk"), window.load_average),
         }
         if scenario.token.startswith("cold_"):
             tokens = self.args.cold_tokens
@@ -512,6 +466,21 @@ def decomposition(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -
     return rows
 
 
+RPS_RATIOS = (
+    ("open_echo", "open_direct"),
+    ("warm_direct", "open_direct"),
+    ("warm_echo", "open_echo"),
+    ("cold_rs256_direct", "open_direct"),
+    ("cold_es256_direct", "open_direct"),
+    ("deny_bad_signature", "open_direct"),
+    ("deny_malformed", "open_direct"),
+    ("trivial_grpc_direct", "open_direct"),
+    ("warm_direct", "trivial_grpc_direct"),
+    ("warm_direct_traced", "warm_direct"),
+)
+"""Requests/s ratios of the same run, reported as ``<a>_over_<b>``."""
+
+
 def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> dict[str, Any]:
     def rps(name: str) -> float | None:
         return results[name]["rps"] if name in results else None
@@ -525,20 +494,9 @@ def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> di
         "envoy_ceiling_p50_ms": p50("open_direct"),
         "proxied_no_authz_p50_ms": p50("open_echo"),
     }
-    ratios = {
-        "open_echo_over_open_direct": ratio(rps("open_echo"), rps("open_direct")),
-        "warm_direct_over_open_direct": ratio(rps("warm_direct"), rps("open_direct")),
-        "warm_echo_over_open_echo": ratio(rps("warm_echo"), rps("open_echo")),
-        "cold_rs256_direct_over_open_direct": ratio(rps("cold_rs256_direct"), rps("open_direct")),
-        "cold_es256_direct_over_open_direct": ratio(rps("cold_es256_direct"), rps("open_direct")),
-        "cold_rs256_over_warm_direct": ratio(rps("cold_rs256_direct"), rps("warm_direct")),
-        "cold_es256_over_warm_direct": ratio(rps("cold_es256_direct"), rps("warm_direct")),
-        "deny_bad_signature_over_open_direct": ratio(rps("deny_bad_signature"), rps("open_direct")),
-        "deny_malformed_over_open_direct": ratio(rps("deny_malformed"), rps("open_direct")),
-        "trivial_grpc_direct_over_open_direct": ratio(rps("trivial_grpc_direct"), rps("open_direct")),
-        "warm_direct_over_trivial_grpc_direct": ratio(rps("warm_direct"), rps("trivial_grpc_direct")),
-        "warm_direct_traced_over_warm_direct": ratio(rps("warm_direct_traced"), rps("warm_direct")),
-    }
+    ratios = {f"{a}_over_{b}": ratio(rps(a), rps(b)) for a, b in RPS_RATIOS}
+    ratios["cold_rs256_over_warm_direct"] = ratio(rps("cold_rs256_direct"), rps("warm_direct"))
+    ratios["cold_es256_over_warm_direct"] = ratio(rps("cold_es256_direct"), rps("warm_direct"))
     added = {
         f"{name}_p50_added_ms": round(p50(name) - p50(base), 3)  # type: ignore[operator]
         for name, base in (("warm_direct", "open_direct"), ("warm_echo", "open_echo"), ("cold_rs256_direct", "open_direct"),
@@ -579,10 +537,7 @@ def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> di
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per scenario (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load on open_direct and warm_direct first (0: none)")
+    add_wrk_arguments(parser, duration=10, threads=2, warmup_help="seconds of unmeasured load on open_direct and warm_direct first (0: none)")
     parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated, in this order (default: all)")
     parser.add_argument("--cold-tokens", type=int, default=50_000, help="pre-generated tokens per cold scenario (default: %(default)s)")
     parser.add_argument("--no-redis", action="store_true", help="run ext_authz without revocation (no Redis, no mirror)")
@@ -596,8 +551,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_workdir_arguments(parser)
     args = parser.parse_args(argv)
     chosen(parser, args.scenarios, BY_NAME)
-    if args.connections < args.threads:
-        parser.error("--connections must be at least --threads")
+    check_wrk_arguments(parser, args)
     return args
 
 
@@ -613,10 +567,7 @@ def main(argv: list[str] | None = None) -> int:
     with Run("authz", argv, args, progress) as run:
         report = run.report
         report["settings"] = {
-            "duration_s": args.duration,
-            "connections": args.connections,
-            "wrk_threads": args.threads,
-            "warmup_s": args.warmup,
+            **wrk_settings(args),
             "envoy_concurrency": ENVOY_CONCURRENCY,
             "cold_tokens": args.cold_tokens,
             "revocation": "redis mirror (local, no Redis round trip per check)" if not args.no_redis else "off",
@@ -627,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         report["machine"] = describe(("grpcio", "protobuf", "PyJWT", "cryptography", "prometheus-client", "structlog"),
                                      ("ext_authz", "gatehouse", "control_plane"))
-        bench = Bench(args, run)
+        bench = AuthzBench(args, run)
         report["tokens"] = bench.prepare_tokens(wanted)
         progress("starting Redis, ext_authz, control plane, Envoy, upstream")
         report["stack"] = bench.start()

@@ -56,7 +56,6 @@ import argparse
 import functools
 import http.client
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -65,10 +64,11 @@ from typing import Any
 
 from bench.kit.envoy_config import address, router_filter
 from bench.kit.machine import describe
-from bench.kit.processes import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds
-from bench.kit.run import REPO_ROOT, Progress, Run, Scenario, add_workdir_arguments, chosen, round_order
+from bench.kit.metrics import delta
+from bench.kit.processes import CpuWindow, context_switches, cpu_times, machine_costs, request_costs
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen, round_order
 from bench.kit.stats import median, spread_pct
-from bench.kit.wrk import LUA_DONE, require_wrk, run_wrk, wrk_command
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command
 from bench.standins.authz_servers import PROBE_SLOW_S
 from tests.harness.envoy import EnvoyProcess
 from tests.harness.ports import free_port
@@ -194,11 +194,9 @@ PROBE_CASES = {
 }
 
 
-class Bench:
+class TransportBench(Bench):
     def __init__(self, args: argparse.Namespace, run: Run) -> None:
-        self.args = args
-        self.run_ = run
-        self.workdir = run.workdir
+        super().__init__(args, run)
         self.names = [n for n in args.scenarios.split(",") if n]
         self.servers: dict[str, ManagedProcess] = {}
         self.server_ports: dict[str, int] = {}
@@ -216,16 +214,8 @@ class Bench:
             kinds.append("probe")
         started = time.monotonic()
         for kind in dict.fromkeys(kinds):
-            port = free_port()
-            argv = [sys.executable, "-m", "bench.standins.authz_servers", kind, "--port", str(port)]
-            if kind == "probe":
-                argv += ["--dump", str(self.probe_dump)]
-            process = ManagedProcess.start(argv, name=f"authz-{kind}", log_dir=self.workdir / "logs", cwd=REPO_ROOT)
-            self.servers[kind] = self.run_.parts.add(process)
-            self.server_ports[kind] = port
-        for kind, process in self.servers.items():
-            port = self.server_ports[kind]
-            process.wait_until(functools.partial(port_open, port), 30, f"{kind} on :{port}")
+            dump = ("--dump", str(self.probe_dump)) if kind == "probe" else ()
+            self.servers[kind], self.server_ports[kind] = self.start_standin("authz_servers", kind, *dump, log_name=f"authz-{kind}")
 
         listeners, clusters = [], []
         timeout = self.args.authz_timeout
@@ -260,7 +250,7 @@ class Bench:
             "admin": {"address": address(admin_port)},
             "static_resources": {"listeners": listeners, "clusters": clusters},
         }
-        self.envoy = self.run_.parts.add(EnvoyProcess.start(bootstrap, log_dir=self.workdir / "envoy", admin_port=admin_port))
+        self.envoy = self.parts.add(EnvoyProcess.start(bootstrap, log_dir=self.workdir / "envoy", admin_port=admin_port))
         self.envoy.wait_live(30)
         for name, port in self.listener_ports.items():
             self.envoy.process.wait_until(functools.partial(port_open, port), 30, f"listener {name} on :{port}")
@@ -397,17 +387,11 @@ class Bench:
         envoy_pid = self.envoy.pid
         authz_before = self.authz_stats(name) if spec.transport not in (None, "proxy") else {}
         cluster_before = self.cluster_stats(spec.server, "upstream" if spec.transport == "proxy" else "authz") if spec.transport else {}
-        cpu_before = {"envoy": cpu_seconds(envoy_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds(),
-                      "server": cpu_seconds(server_pid) if server_pid else 0.0}
         server_sys_before = cpu_times(server_pid)[1] if server_pid else 0.0
         switches_before = context_switches(server_pid) if server_pid else 0
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        window = CpuWindow({"envoy": envoy_pid, **({"server": server_pid} if server_pid else {})})
         load = self.wrk(name, self.args.duration, f"{name}-r{round_index}")
-        wall = time.monotonic() - wall
-        cpu = {"envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"], "wrk": children_cpu_seconds() - cpu_before["wrk"],
-               "machine": machine_busy_seconds() - cpu_before["machine"],
-               "server": (cpu_seconds(server_pid) - cpu_before["server"]) if server_pid else 0.0}
+        cpu = {"server": 0.0, **window.used()}
         server_sys = (cpu_times(server_pid)[1] - server_sys_before) if server_pid else 0.0
         switches = (context_switches(server_pid) - switches_before) if server_pid else 0
         requests = max(1, load["requests"])
@@ -417,7 +401,7 @@ class Bench:
             result["upstream_cluster"] = {k: v - cluster_before.get(k, 0) for k, v in cl_after.items() if k != "upstream_cx_active"}
         elif spec.transport:
             after = self.authz_stats(name)
-            result["envoy_ext_authz"] = {k: v - authz_before.get(k, 0) for k, v in after.items() if v - authz_before.get(k, 0)}
+            result["envoy_ext_authz"] = delta(authz_before, after)
             cl_after = self.cluster_stats(spec.server)
             result["authz_cluster"] = {k: v - cluster_before.get(k, 0) for k, v in cl_after.items() if k != "upstream_cx_active"}
             result["authz_cluster"]["upstream_cx_active_after"] = cl_after.get("upstream_cx_active")
@@ -427,17 +411,12 @@ class Bench:
             result["checks_match_requests"] = abs(ok - load["requests"]) <= 2 * self.args.connections and not any(
                 result["envoy_ext_authz"].get(k) for k in ("denied", "error", "failure_mode_allowed"))
         result["cpu"] = {
-            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / requests, 1),
+            **request_costs(cpu, ("envoy", "wrk"), requests),
             "server_us_per_request": round(cpu["server"] * 1e6 / requests, 1) if server_pid else None,
+            "server_cores": round(cpu["server"] / cpu["wall"], 3) if server_pid else None,
             "server_kernel_share": round(server_sys / cpu["server"], 3) if server_pid and cpu["server"] else None,
             "server_context_switches_per_request": round(switches / requests, 3) if server_pid else None,
-            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / requests, 1),
-            "envoy_cores": round(cpu["envoy"] / wall, 3),
-            "server_cores": round(cpu["server"] / wall, 3) if server_pid else None,
-            "wrk_cores": round(cpu["wrk"] / wall, 3),
-            "machine_busy_cores": round(cpu["machine"] / wall, 3),
-            "other_processes_cores": round((cpu["machine"] - cpu["envoy"] - cpu["server"] - cpu["wrk"]) / wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            **machine_costs(cpu, ("envoy", "server", "wrk"), window.load_average),
         }
         if self.args.unloaded_duration > 0:
             unloaded = self.wrk(name, self.args.unloaded_duration, f"{name}-r{round_index}-c1", connections=1)
@@ -535,12 +514,9 @@ def machine() -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per measured run (default: %(default)s)")
+    add_wrk_arguments(parser, duration=10, threads=1, warmup_help="seconds of unmeasured load before each measured run (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=2, help="measure every scenario this many times, interleaved (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load before each measured run (default: %(default)s)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all): " + ", ".join(SCENARIOS))
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=1, help="wrk -t (default: %(default)s)")
     parser.add_argument("--authz-connections", type=int, default=32,
                         help="max_connections of each HTTP authz cluster: Envoy's HTTP/1.1 pool size (default: %(default)s)")
     parser.add_argument("--authz-timeout", default="1s", help="ext_authz timeout (default: %(default)s)")
@@ -552,8 +528,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_workdir_arguments(parser)
     args = parser.parse_args(argv)
     chosen(parser, args.scenarios, SCENARIOS)
-    if args.connections < args.threads:
-        parser.error("--connections must be at least --threads")
+    check_wrk_arguments(parser, args)
     return args
 
 
@@ -572,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         run.report["scenarios"] = {n: SCENARIOS[n].description for n in names}
         run.report["machine"] = machine()
-        bench = Bench(args, run)
+        bench = TransportBench(args, run)
         progress(f"starting {len(bench.names)} listeners, authorization servers and Envoy")
         run.report["stack"] = bench.start()
         if not args.no_probe:

@@ -69,15 +69,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.kit import profiler
-from bench.kit.envoy_config import address, fast_upstream_bootstrap, http_connection_manager
+from bench.kit.in_process import authz_parts
+from bench.kit.envoy_config import address, http_connection_manager
 from bench.kit.jwt_authn import jwt_authn_filter, jwt_authn_per_route, local_ratelimit_filter, local_ratelimit_per_route
 from bench.kit.machine import cpu_speed_probe, describe, wait_quiet
 from bench.kit.metrics import delta, labelled_sums, metric_sum
 from bench.kit.processes import children_cpu_seconds, descendants, machine_busy_seconds, tree_cpu_with_reaped
-from bench.kit.run import Parts, Progress, Run, Scenario, add_workdir_arguments, chosen, round_order
+from bench.kit.run import Bench, Parts, Progress, Run, Scenario, add_workdir_arguments, chosen, round_order
 from bench.kit.stats import median, ratio
 from bench.kit.tokens import AUDIENCE, SCOPE, bad_signature, claims, write_tokens_in_parallel
-from bench.kit.wrk import require_wrk, run_wrk, write_lua, wrk_command
+from bench.kit.wrk import add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, write_lua, wrk_command, wrk_settings
 from tests.harness.envoy import EnvoyProcess
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
@@ -246,11 +247,10 @@ class Stack:
         self.parts.stop()
 
 
-class Bench:
+class GatewayBench(Bench):
     def __init__(self, args: argparse.Namespace, run: Run) -> None:
-        self.args = args
-        self.workdir = workdir = run.workdir
-        self.parts = run.parts
+        super().__init__(args, run)
+        workdir = self.workdir
         self.issuer = TestIssuer(audience=AUDIENCE)
         self.static_lua, self.tokens_lua = write_lua(workdir)
         self.redis: RedisServer | None = None
@@ -272,12 +272,7 @@ class Bench:
 
     def start_shared(self) -> dict[str, Any]:
         self.redis = self.parts.add(RedisServer.start(log_dir=self.workdir / "redis"))
-        self.fast_port = free_port()
-        admin = free_port()
-        self.fast = self.parts.add(EnvoyProcess.start(fast_upstream_bootstrap(self.fast_port, admin), log_dir=self.workdir / "fast-upstream",
-                                                      admin_port=admin, name="envoy-fast-upstream"))
-        self.fast.wait_live(30)
-        self.fast.process.wait_until(lambda: port_open(self.fast_port), 30, f"fast upstream on :{self.fast_port}")
+        self.fast, self.fast_port = self.start_fast_upstream()
         assert self.redis.process is not None
         return {"redis_pid": self.redis.process.pid, "fast_upstream_pid": self.fast.pid, "fast_upstream_port": self.fast_port}
 
@@ -572,78 +567,52 @@ async def _handler_cost(config_path: Path, authorization: str, n: int, log_path:
     http stack's config (keys, revocation mirror on the same Redis, limiter with the same
     Redis timeout and maxBatch), with and without the hybrid user limit; awaited directly and
     as a task per check, as the server does. CPU from ``time.process_time``."""
-    import structlog
-
-    from ext_authz.config import load_ext_authz_config
     from ext_authz.denial_audit import DenialAudit
     from ext_authz.http_check import ROUTE_HEADER, HttpCheck, RouteTable
-    from ext_authz.jwks import IssuerKeys
-    from ext_authz.revocation_mirror import RevocationMirror
-    from ext_authz.runtime import GRACE_MARGIN
-    from ext_authz.service import Authorizer
-    from ext_authz.tokens import TokenVerifier
     from limiter.config import build_limiter
     from servicekit.audit import LogAuditSink
     from servicekit.http1_server import Request
-    from servicekit.logs import configure_logging
     from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
-    config = load_ext_authz_config(config_path)
-    configure_logging("debug", "json")  # what the harness passes to the service
-    log_file = open(log_path, "a")  # noqa: SIM115 - closed below
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=log_file))
-    keys = [IssuerKeys.from_config(i, session=None, base_dir=Path(config.base_dir)) for i in config.issuers]
-    mirror = None
-    assert config.http is not None and config.http.rate_limit is not None and config.revocation is not None
-    limiter = build_limiter(config.http.rate_limit.redis, config.http.rate_limit.hybrid, expected_instances=1)
-    try:
-        for k in keys:
-            await k.start()
-        verifier = TokenVerifier(keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
-        mirror = RevocationMirror.from_config(config.revocation, grace=max(i.leeway.seconds for i in config.issuers) + GRACE_MARGIN)
-        await mirror.start()
-        if not await mirror.wait_ready(10):
-            raise RuntimeError("revocation mirror not ready")
-        authorizer = Authorizer(verifier, {i.issuer: i for i in config.issuers}, mirror)
-        table = RouteTable()
-        plain = policy_pb2.RoutePolicy(route="bench/in-process-auth")
-        limited = policy_pb2.RoutePolicy(route="bench/in-process-limited", limits=[policy_pb2.Limit(
-            id="bench/in-process-limited#0", key="user", algorithm="slidingWindow", limit=STEADY_LIMIT, window_ms=60_000, mode="hybrid")])
-        for policy in (plain, limited):
-            policy.auth.SetInParent()
-            policy.auth.scopes.append(SCOPE)
-        table.replace([plain, limited])
-        check = HttpCheck(authorizer, table, limiter, DenialAudit(LogAuditSink()))
-        results: dict[str, Any] = {}
-        for case, route in (("auth_only", plain.route), ("auth_and_user_limit_hybrid", limited.route)):
-            headers = {"host": "gatehouse_ext_authz", "authorization": authorization, "x-request-id": str(uuid.uuid4()),
-                       ROUTE_HEADER: route, "x-forwarded-for": "127.0.0.1", "content-length": "0",
-                       "x-envoy-expected-rq-timeout-ms": "250"}
-            request = Request("GET", "/check/auth/limited", headers)
-            first = await check(request)
-            assert first.startswith(b"HTTP/1.1 200"), first[:200]
-            for _ in range(200):
-                await check(request)
-            cpu, wall = time.process_time(), time.perf_counter()
-            for _ in range(n):
-                await check(request)
-            direct = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
-            loop = asyncio.get_running_loop()
-            cpu, wall = time.process_time(), time.perf_counter()
-            for _ in range(n):
-                await loop.create_task(check(request))
-            tasked = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
-            results[case] = {"n": n, "awaited_cpu_us": round(direct[0], 1), "awaited_wall_us": round(direct[1], 1),
-                             "as_task_cpu_us": round(tasked[0], 1), "as_task_wall_us": round(tasked[1], 1)}
-        return results
-    finally:
-        await limiter.close()
-        if mirror is not None:
-            await mirror.stop()
-        for k in keys:
-            await k.close()
-        structlog.reset_defaults()
-        log_file.close()
+    async with authz_parts(config_path, log_path) as parts:
+        config = parts.config
+        assert config.http is not None and config.http.rate_limit is not None and parts.mirror is not None
+        limiter = build_limiter(config.http.rate_limit.redis, config.http.rate_limit.hybrid, expected_instances=1)
+        authorizer = parts.authorizer
+        try:
+            table = RouteTable()
+            plain = policy_pb2.RoutePolicy(route="bench/in-process-auth")
+            limited = policy_pb2.RoutePolicy(route="bench/in-process-limited", limits=[policy_pb2.Limit(
+                id="bench/in-process-limited#0", key="user", algorithm="slidingWindow", limit=STEADY_LIMIT, window_ms=60_000, mode="hybrid")])
+            for policy in (plain, limited):
+                policy.auth.SetInParent()
+                policy.auth.scopes.append(SCOPE)
+            table.replace([plain, limited])
+            check = HttpCheck(authorizer, table, limiter, DenialAudit(LogAuditSink()))
+            results: dict[str, Any] = {}
+            for case, route in (("auth_only", plain.route), ("auth_and_user_limit_hybrid", limited.route)):
+                headers = {"host": "gatehouse_ext_authz", "authorization": authorization, "x-request-id": str(uuid.uuid4()),
+                           ROUTE_HEADER: route, "x-forwarded-for": "127.0.0.1", "content-length": "0",
+                           "x-envoy-expected-rq-timeout-ms": "250"}
+                request = Request("GET", "/check/auth/limited", headers)
+                first = await check(request)
+                assert first.startswith(b"HTTP/1.1 200"), first[:200]
+                for _ in range(200):
+                    await check(request)
+                cpu, wall = time.process_time(), time.perf_counter()
+                for _ in range(n):
+                    await check(request)
+                direct = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
+                loop = asyncio.get_running_loop()
+                cpu, wall = time.process_time(), time.perf_counter()
+                for _ in range(n):
+                    await loop.create_task(check(request))
+                tasked = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
+                results[case] = {"n": n, "awaited_cpu_us": round(direct[0], 1), "awaited_wall_us": round(direct[1], 1),
+                                 "as_task_cpu_us": round(tasked[0], 1), "as_task_wall_us": round(tasked[1], 1)}
+            return results
+        finally:
+            await limiter.close()
 
 
 def handler_cost(config_path: Path, authorization: str, n: int, log_path: Path) -> dict[str, Any]:
@@ -800,10 +769,7 @@ def summarise(results: dict[str, list[dict[str, Any]]], profile: dict[str, Any] 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="wrk -d seconds per scenario (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=1, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load before each scenario (default: %(default)s)")
+    add_wrk_arguments(parser, duration=10, threads=1)
     parser.add_argument("--rounds", type=int, default=1, help="runs of every scenario, the stack kept up (even rounds in reverse order)")
     parser.add_argument("--quiet-cores", type=float, default=0.3,
                         help="before each scenario wait until the machine's busy CPU (our processes idle) is at most this (0: do not wait)")
@@ -823,6 +789,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     chosen(parser, args.stacks, STACKS, "stacks")
     chosen(parser, args.scenarios, sorted({s.key for s in SCENARIOS}))
+    check_wrk_arguments(parser, args)
     return args
 
 
@@ -837,8 +804,7 @@ def main(argv: list[str] | None = None) -> int:
     with Run("gateway", argv, args, progress) as run:
         report = run.report
         report["settings"] = {
-            "duration_s": args.duration, "rounds": args.rounds, "quiet_cores": args.quiet_cores, "quiet_wait_s": args.quiet_wait,
-            "connections": args.connections, "wrk_threads": args.threads, "warmup_s": args.warmup,
+            **wrk_settings(args), "rounds": args.rounds, "quiet_cores": args.quiet_cores, "quiet_wait_s": args.quiet_wait,
             "envoy_concurrency": ENVOY_CONCURRENCY, "cold_tokens": args.cold_tokens, "hybrid_max_batch": args.max_batch,
             "ext_authz_redis_timeout": args.redis_timeout, "limit": limit_doc(),
             "stacks": {s: STACK_NOTES[s] for s in stacks},
@@ -852,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
         report["machine"] = describe(("grpcio", "protobuf", "PyJWT", "cryptography", "uvloop", "httptools", "redis", "structlog", "prometheus-client"),
                                      ("ext_authz", "gatehouse", "control_plane", "limiter", "ratelimit_svc", "servicekit"))
         speed_start = cpu_speed_probe()
-        bench = Bench(args, run)
+        bench = GatewayBench(args, run)
         if any(s.token == "cold" for ss in wanted.values() for s in ss):
             progress(f"signing {args.cold_tokens} RS256 tokens per round ({args.rounds}) in {args.sign_processes} processes")
             report["cold_tokens"] = []
@@ -901,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def profile_five_new(bench: Bench, stack: Stack, results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> dict[str, Any] | None:
+def profile_five_new(bench: GatewayBench, stack: Stack, results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> dict[str, Any] | None:
     """py-spy on the ext_authz worker during an extra, unmeasured run of http.auth_limited,
     when an aim is missed (``--profile auto``) or always; its shares × the measured µs."""
     partial = summarise(results, None)["aims"]

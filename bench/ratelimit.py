@@ -88,8 +88,7 @@ from bench.kit import profiler
 from bench.kit.machine import command_output, describe
 from bench.kit.metrics import authz_decisions as decisions_of, delta, samples
 from bench.kit.processes import (
-    children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds, process_tree, tree_context_switches,
-    tree_cpu_times,
+    CpuWindow, context_switches, cpu_seconds, cpu_times, machine_costs, process_tree, request_costs, tree_context_switches, tree_cpu_times,
 )
 from bench.kit.ratelimit_peer import (
     BUILD_SCRIPT as PEER_BUILD_SCRIPT,
@@ -99,14 +98,14 @@ from bench.kit.ratelimit_peer import (
     RatelimitPeer,
     peer_binary,
 )
-from bench.kit.run import REPO_ROOT, Progress, Run, Scenario, add_workdir_arguments, chosen
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen
 from bench.kit.stats import ratio
-from bench.kit.wrk import LUA_DONE, require_wrk, run_wrk, wrk_command
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command, wrk_settings
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.issuer import TestIssuer
 from tests.harness.ports import free_port
-from tests.harness.processes import ManagedProcess, port_open
+from tests.harness.processes import ManagedProcess
 from tests.harness.ratelimit import RateLimitServiceProcess
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
@@ -512,11 +511,10 @@ def summarise_profile(path: Path) -> dict[str, Any]:
 # -- the run ----------------------------------------------------------------------------
 
 
-class Bench:
+class LimitBench(Bench):
     def __init__(self, args: argparse.Namespace, run: Run) -> None:
-        self.args = args
-        self.workdir = workdir = run.workdir
-        self.parts = run.parts
+        super().__init__(args, run)
+        workdir = self.workdir
         self.redis: RedisServer | None = None
         self.redis_client: redis.Redis | None = None
         self.ratelimit: RateLimitServiceProcess | None = None
@@ -537,9 +535,7 @@ class Bench:
         extra: dict[str, Any] = {"rateLimit": {"address": ratelimit_address, "timeout": self.args.ratelimit_timeout}}
         if ext_authz is not None:
             extra["extAuthz"] = ext_authz
-        stack = self.parts.add(GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra))
-        stack.commit_routes({"routes.yaml": routes(self.args)})
-        stack.start(wait_path="/open/direct")
+        stack = self.gateway(name, routes(self.args), wait_path="/open/direct", extra=extra)
         stack.wait_status("/open/echo", 200)
         return stack
 
@@ -555,24 +551,24 @@ class Bench:
         self.stack = self._gateway("stack", self.ratelimit.address)
         self.ratelimit.start(self.stack.control_plane.xds_port)
         # Until ratelimit_svc has its policies, Envoy fails open: wait for the service's headers.
-        stack = self.stack
-        deadline = time.monotonic() + 15
-        while stack.get("/rl/exact", headers=self.headers()).headers.get("x-ratelimit-limit") is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError("ratelimit_svc never answered for /rl/exact (no x-ratelimit-limit header)")
-            time.sleep(0.05)
+        self.wait_limited(self.stack, 15, "ratelimit_svc")
         assert self.ratelimit.process is not None
         return {"start_s": round(time.monotonic() - started, 2), "ratelimit_pid": self.ratelimit.process.pid,
                 "ratelimit_threads": len(list(Path(f"/proc/{self.ratelimit.process.pid}/task").iterdir()))}
 
+    def wait_limited(self, stack: GatewayStack, timeout: float, limiter: str) -> None:
+        """Until ``/rl/exact`` answers with ``x-ratelimit-limit``: the limiter has its policies."""
+        deadline = time.monotonic() + timeout
+        while stack.get("/rl/exact", headers=self.headers()).headers.get("x-ratelimit-limit") is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{limiter} never answered for /rl/exact (no x-ratelimit-limit header)")
+            time.sleep(0.05)
+
     def start_trivial(self) -> None:
-        """A second gateway whose rate-limit service is bench.standins.trivial_ratelimit (started on first use)."""
+        """A second gateway whose rate-limit service is bench.standins.trivial's (started on first use)."""
         if self.trivial_stack is not None:
             return
-        port = free_port()
-        self.trivial = self.parts.add(ManagedProcess.start([sys.executable, "-m", "bench.standins.trivial_ratelimit", f"127.0.0.1:{port}"],
-                                                           name="trivial-ratelimit", log_dir=self.workdir / "trivial", cwd=REPO_ROOT))
-        self.trivial.wait_until(lambda: port_open(port), 30, f"trivial ratelimit service on :{port}")
+        self.trivial, port = self.start_standin("trivial", "ratelimit", log_name="trivial-ratelimit")
         self.trivial_stack = self._gateway("trivial-stack", f"127.0.0.1:{port}")
 
     def start_peer(self) -> dict[str, Any]:
@@ -628,12 +624,7 @@ class Bench:
         self.http_stack = self._gateway("http-stack", HTTP_CHECK_UNUSED_RATELIMIT, self.http_check_extauthz())
         self.authz.use_control_plane(self.http_stack.control_plane.xds_port)
         self.authz.start(timeout=60)
-        stack = self.http_stack
-        deadline = time.monotonic() + 20
-        while stack.get("/rl/exact", headers=self.headers()).headers.get("x-ratelimit-limit") is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the HTTP check never answered for /rl/exact on its gateway (no x-ratelimit-limit header)")
-            time.sleep(0.05)
+        self.wait_limited(self.http_stack, 20, "the HTTP check")
         assert self.authz.process is not None
         diff = envoy_config_diff(self.stack, self.http_stack)
         return {
@@ -730,18 +721,13 @@ class Bench:
         commands_before = commandstats(self.redis_client)
         clients_before = int(self.redis_client.info("clients")["connected_clients"])
         envoy_before = envoy_ratelimit_stats(stack)
-        cpu_before = {"service": sum(service_times()), "envoy": cpu_seconds(envoy_pid), "upstream": cpu_seconds(upstream_pid),
-                      "redis": cpu_seconds(redis_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds()}
         switches_before = service_switches()
         service_system_before = service_times()[1]
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        window = CpuWindow({"service": service_pid, "envoy": envoy_pid, "upstream": upstream_pid, "redis": redis_pid},
+                           trees={"service"} if scenario.http else ())
         load = self.wrk(scenario, self.args.duration, scenario.name)
-        wall = time.monotonic() - wall
+        cpu = window.used()
         profile = sampler.stop() if sampler is not None else None
-        cpu = {"service": sum(service_times()) - cpu_before["service"], "envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"],
-               "upstream": cpu_seconds(upstream_pid) - cpu_before["upstream"], "redis": cpu_seconds(redis_pid) - cpu_before["redis"],
-               "wrk": children_cpu_seconds() - cpu_before["wrk"], "machine": machine_busy_seconds() - cpu_before["machine"]}
         switches = service_switches() - switches_before
         service_system = service_times()[1] - service_system_before
         commands = commandstats_delta(commands_before, commandstats(self.redis_client))
@@ -834,25 +820,18 @@ class Bench:
         result["envoy_ratelimit"] = envoy_delta
         if scenario.http and envoy_delta:
             warnings.append(f"Envoy's ratelimit filter ran on the HTTP-check gateway ({envoy_delta}): ratelimit_svc's path, not the check's")
-        idle_cores = {name: round((cpu_seconds(pid) - idle_before[name]) / wall, 3) for name, pid in idle_pids.items()}
+        idle_cores = {name: round((cpu_seconds(pid) - idle_before[name]) / cpu["wall"], 3) for name, pid in idle_pids.items()}
         result["cpu"] = {
             "ratelimit_us_per_decision": round(cpu["service"] * 1e6 / decisions, 1) if decisions else None,
             "decisions_per_ratelimit_cpu_s": round(decisions / cpu["service"]) if decisions and cpu["service"] else None,
             "ratelimit_plus_redis_us_per_decision": round((cpu["service"] + cpu["redis"]) * 1e6 / decisions, 1) if decisions else None,
-            "ratelimit_cores": round(cpu["service"] / wall, 3),
+            "ratelimit_cores": round(cpu["service"] / cpu["wall"], 3),
             "ratelimit_kernel_share": round(service_system / cpu["service"], 3) if cpu["service"] else None,
             "ratelimit_context_switches_per_decision": round(switches / decisions, 2) if decisions else None,
             "redis_us_per_decision": round(cpu["redis"] * 1e6 / decisions, 1) if decisions else None,
-            "redis_cores": round(cpu["redis"] / wall, 3),
-            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / max(1, requests), 1),
-            "envoy_cores": round(cpu["envoy"] / wall, 3),
-            "upstream_us_per_request": round(cpu["upstream"] * 1e6 / max(1, requests), 1),
-            "upstream_cores": round(cpu["upstream"] / wall, 3),
-            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / max(1, requests), 1),
-            "wrk_cores": round(cpu["wrk"] / wall, 3),
-            "machine_busy_cores": round(cpu["machine"] / wall, 3),
-            "other_processes_cores": round((cpu["machine"] - cpu["service"] - cpu["envoy"] - cpu["upstream"] - cpu["redis"] - cpu["wrk"]) / wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            "redis_cores": round(cpu["redis"] / cpu["wall"], 3),
+            **request_costs(cpu, ("envoy", "upstream", "wrk"), requests),
+            **machine_costs(cpu, ("service", "envoy", "upstream", "redis", "wrk"), window.load_average),
         }
         result["cpu"]["idle_other_limiters_cores"] = idle_cores
         if scenario.trivial:
@@ -929,6 +908,46 @@ def decomposition(results: dict[str, dict[str, Any]], in_process: dict[str, Any]
     return rows
 
 
+RPS_RATIOS = (
+    ("open_echo", "open_direct"),
+    ("exact_echo", "open_echo"),
+    ("hybrid_echo", "open_echo"),
+    ("hybrid_echo", "exact_echo"),
+    ("trivial_grpc_echo", "open_echo"),
+    ("exact_echo", "trivial_grpc_echo"),
+    ("hybrid_echo", "trivial_grpc_echo"),
+    ("exact_deny", "open_direct"),
+    ("hybrid_deny", "open_direct"),
+    ("hybrid_deny", "exact_deny"),
+    ("peer_open_echo", "open_echo"),
+    ("peer_echo", "open_echo"),
+    ("peer_echo", "peer_open_echo"),
+    ("hybrid_echo", "peer_echo"),
+    ("exact_echo", "peer_echo"),
+    ("hybrid_deny", "peer_deny"),
+    ("http_open_echo", "open_echo"),
+    ("http_hybrid_echo", "http_open_echo"),
+    ("http_exact_echo", "http_open_echo"),
+    ("http_hybrid_echo", "hybrid_echo"),
+    ("http_hybrid_echo", "peer_echo"),
+    ("http_hybrid_deny", "peer_deny"),
+)
+"""Requests/s ratios of the same run, reported as ``<a>_over_<b>``."""
+CPU_RATIOS = (
+    ("ratelimit_cpu_hybrid_over_exact", "hybrid_echo", "exact_echo", "ratelimit_us_per_decision"),
+    ("envoy_cpu_exact_echo_over_open_echo", "exact_echo", "open_echo", "envoy_us_per_request"),
+    ("ratelimit_cpu_hybrid_over_peer", "hybrid_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_exact_over_peer", "exact_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("envoy_cpu_peer_echo_over_open_echo", "peer_echo", "open_echo", "envoy_us_per_request"),
+    ("ratelimit_cpu_http_hybrid_over_hybrid", "http_hybrid_echo", "hybrid_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_http_exact_over_exact", "http_exact_echo", "exact_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_http_hybrid_over_peer", "http_hybrid_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_http_exact_over_peer", "http_exact_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("envoy_cpu_http_hybrid_echo_over_http_open_echo", "http_hybrid_echo", "http_open_echo", "envoy_us_per_request"),
+)
+"""(name, scenario, its baseline, the CPU field compared)."""
+
+
 def summarise(results: dict[str, dict[str, Any]], in_process: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     def rps(name: str) -> float | None:
         return results[name]["rps"] if name in results else None
@@ -947,40 +966,8 @@ def summarise(results: dict[str, dict[str, Any]], in_process: dict[str, Any], ar
         "proxied_no_ratelimit_p50_ms": latency("open_echo", "p50"),
         "proxied_no_ratelimit_p99_ms": latency("open_echo", "p99"),
     }
-    ratios = {
-        "open_echo_over_open_direct": ratio(rps("open_echo"), rps("open_direct")),
-        "exact_echo_over_open_echo": ratio(rps("exact_echo"), rps("open_echo")),
-        "hybrid_echo_over_open_echo": ratio(rps("hybrid_echo"), rps("open_echo")),
-        "hybrid_echo_over_exact_echo": ratio(rps("hybrid_echo"), rps("exact_echo")),
-        "trivial_grpc_echo_over_open_echo": ratio(rps("trivial_grpc_echo"), rps("open_echo")),
-        "exact_echo_over_trivial_grpc_echo": ratio(rps("exact_echo"), rps("trivial_grpc_echo")),
-        "hybrid_echo_over_trivial_grpc_echo": ratio(rps("hybrid_echo"), rps("trivial_grpc_echo")),
-        "exact_deny_over_open_direct": ratio(rps("exact_deny"), rps("open_direct")),
-        "hybrid_deny_over_open_direct": ratio(rps("hybrid_deny"), rps("open_direct")),
-        "hybrid_deny_over_exact_deny": ratio(rps("hybrid_deny"), rps("exact_deny")),
-        "ratelimit_cpu_hybrid_over_exact": ratio(cpu("hybrid_echo", "ratelimit_us_per_decision"), cpu("exact_echo", "ratelimit_us_per_decision")),
-        "envoy_cpu_exact_echo_over_open_echo": ratio(cpu("exact_echo", "envoy_us_per_request"), cpu("open_echo", "envoy_us_per_request")),
-        "peer_open_echo_over_open_echo": ratio(rps("peer_open_echo"), rps("open_echo")),
-        "peer_echo_over_open_echo": ratio(rps("peer_echo"), rps("open_echo")),
-        "peer_echo_over_peer_open_echo": ratio(rps("peer_echo"), rps("peer_open_echo")),
-        "hybrid_echo_over_peer_echo": ratio(rps("hybrid_echo"), rps("peer_echo")),
-        "exact_echo_over_peer_echo": ratio(rps("exact_echo"), rps("peer_echo")),
-        "hybrid_deny_over_peer_deny": ratio(rps("hybrid_deny"), rps("peer_deny")),
-        "ratelimit_cpu_hybrid_over_peer": ratio(cpu("hybrid_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_exact_over_peer": ratio(cpu("exact_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "envoy_cpu_peer_echo_over_open_echo": ratio(cpu("peer_echo", "envoy_us_per_request"), cpu("open_echo", "envoy_us_per_request")),
-        "http_open_echo_over_open_echo": ratio(rps("http_open_echo"), rps("open_echo")),
-        "http_hybrid_echo_over_http_open_echo": ratio(rps("http_hybrid_echo"), rps("http_open_echo")),
-        "http_exact_echo_over_http_open_echo": ratio(rps("http_exact_echo"), rps("http_open_echo")),
-        "http_hybrid_echo_over_hybrid_echo": ratio(rps("http_hybrid_echo"), rps("hybrid_echo")),
-        "http_hybrid_echo_over_peer_echo": ratio(rps("http_hybrid_echo"), rps("peer_echo")),
-        "http_hybrid_deny_over_peer_deny": ratio(rps("http_hybrid_deny"), rps("peer_deny")),
-        "ratelimit_cpu_http_hybrid_over_hybrid": ratio(cpu("http_hybrid_echo", "ratelimit_us_per_decision"), cpu("hybrid_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_http_exact_over_exact": ratio(cpu("http_exact_echo", "ratelimit_us_per_decision"), cpu("exact_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_http_hybrid_over_peer": ratio(cpu("http_hybrid_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_http_exact_over_peer": ratio(cpu("http_exact_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "envoy_cpu_http_hybrid_echo_over_http_open_echo": ratio(cpu("http_hybrid_echo", "envoy_us_per_request"), cpu("http_open_echo", "envoy_us_per_request")),
-    }
+    ratios = {f"{a}_over_{b}": ratio(rps(a), rps(b)) for a, b in RPS_RATIOS}
+    ratios.update({name: ratio(cpu(a, field), cpu(b, field)) for name, a, b, field in CPU_RATIOS})
     added = {
         f"{name}_{p}_added_ms": round(latency(name, p) - latency(base, p), 3)  # type: ignore[operator]
         for name, base in (("exact_echo", "open_echo"), ("hybrid_echo", "open_echo"), ("trivial_grpc_echo", "open_echo"))
@@ -1142,10 +1129,8 @@ def peer_version() -> str | None:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per scenario (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load on open_direct, exact_echo and hybrid_echo first (0: none)")
+    add_wrk_arguments(parser, duration=10, threads=2,
+                      warmup_help="seconds of unmeasured load on open_direct, exact_echo and hybrid_echo first (0: none)")
     parser.add_argument("--quick", action="store_true", help="4 s per scenario, 1 s warm-up, 500 in-process calls per case")
     parser.add_argument("--scenarios", help="comma-separated, in this order (default: all but the peer's; with --peer: all, each peer "
                                             "scenario after ours of the same kind)")
@@ -1183,8 +1168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.scenarios += "," + ",".join(s.name for s in HTTP_SCENARIOS)
     args.http_check = any(BY_NAME[n].http for n in args.scenarios.split(",") if n)
     chosen(parser, args.profile_scenarios, BY_NAME, "--profile-scenarios")
-    if args.connections < args.threads:
-        parser.error("--connections must be at least --threads")
+    check_wrk_arguments(parser, args)
     if not re.fullmatch(r"ip|apiKey|header:[a-z0-9!#$%&'*+.^_`|~-]+", args.key):
         parser.error("--key must be ip, apiKey or header:<lower-case name> (user needs ext_authz, which this bench does not run)")
     if args.max_batch < 1:
@@ -1196,10 +1180,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "duration_s": args.duration,
-        "connections": args.connections,
-        "wrk_threads": args.threads,
-        "warmup_s": args.warmup,
+        **wrk_settings(args),
         "envoy_concurrency": ENVOY_CONCURRENCY,
         "key": args.key,
         "key_value": "127.0.0.1 (the client address)" if args.key == "ip" else KEY_VALUE,
@@ -1259,7 +1240,7 @@ def main(argv: list[str] | None = None) -> int:
         report["machine"] = describe(("grpcio", "protobuf", "redis", "prometheus-client", "structlog"),
                                      ("ratelimit_svc", "gatehouse", "control_plane", "ext_authz", "limiter"),
                                      redis_server=command_output("redis-server", "--version"), ratelimit_peer=peer_version())
-        bench = Bench(args, run)
+        bench = LimitBench(args, run)
         progress("starting Redis, ratelimit_svc, control plane, Envoy, upstream")
         report["stack"] = bench.start()
         if args.peer:

@@ -31,19 +31,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bench.kit.envoy_config import fast_upstream_bootstrap
 from bench.kit.machine import describe
 from bench.kit.processes import tree_cpu_times
-from bench.kit.run import Progress, Run, Scenario, add_workdir_arguments
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments
 from bench.kit.stats import difference, median_at, ratio
-from bench.kit.wrk import LUA_DONE, require_wrk, run_wrk, wrk_command
-from tests.harness.envoy import EnvoyProcess
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command, wrk_settings
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import get as http_get
 from tests.harness.issuer import TestIssuer
-from tests.harness.ports import free_port
-from tests.harness.processes import port_open
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 
@@ -74,19 +70,15 @@ def routes() -> list[dict[str, Any]]:
     ]
 
 
-class Bench:
+class RoomBench(Bench):
     def __init__(self, args: argparse.Namespace, run: Run) -> None:
-        self.args, self.workdir, self.parts = args, run.workdir, run.parts
+        super().__init__(args, run)
         self.lua = self.workdir / "report.lua"
         self.lua.write_text(LUA_DONE)
 
     def start(self) -> None:
         self.redis = self.parts.add(RedisServer.start(log_dir=self.workdir / "redis"))
-        fast_port, admin = free_port(), free_port()
-        self.fast = self.parts.add(EnvoyProcess.start(fast_upstream_bootstrap(fast_port, admin), log_dir=self.workdir / "fast",
-                                                      admin_port=admin, name="envoy-fast"))
-        self.fast.wait_live(30)
-        self.fast.process.wait_until(lambda: port_open(fast_port), 30, "fast upstream")
+        self.fast, fast_port = self.start_fast_upstream()
         issuer = TestIssuer()
         jwks = str(issuer.write_jwks(self.workdir / "jwks.json"))
         key = self.workdir / "wr-key"
@@ -135,19 +127,16 @@ class Bench:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--connections", type=int, default=16)
+    add_wrk_arguments(parser, duration=10, threads=2, connections=16)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every scenario; medians reported (default: %(default)s)")
     add_workdir_arguments(parser)
     args = parser.parse_args(argv)
+    check_wrk_arguments(parser, args)
     require_wrk()
     with Run("waiting_room", argv, args, progress) as run:
-        run.report["settings"] = {"duration_s": args.duration, "warmup_s": args.warmup, "rounds": args.rounds,
-                                  "wrk": {"threads": args.threads, "connections": args.connections}, "routes": routes()}
+        run.report["settings"] = {**wrk_settings(args), "rounds": args.rounds, "routes": routes()}
         run.report["machine"] = describe(("redis", "aiohttp"), ("ext_authz", "limiter", "servicekit"))
-        bench = Bench(args, run)
+        bench = RoomBench(args, run)
         bench.start()
         rounds = [{name: bench.scenario(name, i) for name in SCENARIOS} for i in range(args.rounds)]
     medians = {

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import resource
+import time
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +122,48 @@ def memory_mib(pid: int) -> dict[str, float]:
             if key in ("VmRSS", "VmHWM"):
                 kib[key] = int(value.split()[0])
     return {"VmRSS_mib": round(kib.get("VmRSS", 0) / 1024, 1), "VmHWM_mib": round(kib.get("VmHWM", 0) / 1024, 1)}
+
+
+class CpuWindow:
+    """CPU seconds used over one measured window (a wrk run, a drain after it): by each named
+    process (all its threads; its descendants too if named in ``trees``), by wrk (this
+    process's waited-for children) and by the whole machine, with the wall time."""
+
+    def __init__(self, pids: Mapping[str, int], *, trees: Collection[str] = ()) -> None:
+        self.pids = dict(pids)
+        self.trees = set(trees)
+        self.load_average = os.getloadavg()[0]
+        """The 1-minute load average when the window opened."""
+        self.before = self._read()
+        self.started = time.monotonic()
+
+    def _read(self) -> dict[str, float]:
+        seconds = {name: sum(tree_cpu_times(pid)) if name in self.trees else cpu_seconds(pid) for name, pid in self.pids.items()}
+        seconds["wrk"] = children_cpu_seconds()
+        seconds["machine"] = machine_busy_seconds()
+        return seconds
+
+    def used(self) -> dict[str, float]:
+        """Seconds used since the window opened, by name, ``wrk`` and ``machine``, and ``wall``."""
+        after = self._read()
+        wall = time.monotonic() - self.started
+        return {**{name: after[name] - self.before[name] for name in after}, "wall": wall}
+
+
+def request_costs(used: Mapping[str, float], roles: Sequence[str], requests: int) -> dict[str, float]:
+    """``<role>_us_per_request`` (0.1 µs) and ``<role>_cores`` (0.001) of each role, in order."""
+    costs: dict[str, float] = {}
+    for role in roles:
+        costs[f"{role}_us_per_request"] = round(used[role] * 1e6 / max(1, requests), 1)
+        costs[f"{role}_cores"] = round(used[role] / used["wall"], 3)
+    return costs
+
+
+def machine_costs(used: Mapping[str, float], known: Collection[str], load_average: float) -> dict[str, float]:
+    """The whole machine's busy cores over the window, the cores every process not in
+    ``known`` used meanwhile (the noise), and the load average before it."""
+    return {
+        "machine_busy_cores": round(used["machine"] / used["wall"], 3),
+        "other_processes_cores": round((used["machine"] - sum(used.get(k, 0.0) for k in known)) / used["wall"], 3),
+        "load_average_1m_before": round(load_average, 2),
+    }

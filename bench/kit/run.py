@@ -28,6 +28,11 @@ from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from bench.kit.report import command_line, new_report, print_report, work_directory
+from bench.kit.envoy_config import fast_upstream_bootstrap
+from tests.harness.envoy import EnvoyProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.ports import free_port
+from tests.harness.processes import ManagedProcess, port_open
 
 T = TypeVar("T")
 
@@ -122,6 +127,43 @@ class Run:
         self.report["ratios"] = ratios
         self.report.update(more)
         print_report(self.report)
+
+
+class Bench:
+    """The base of a benchmark's driver: its arguments, its run's work directory and parts,
+    and the gateways and stand-in servers it starts (each stopped with the run)."""
+
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        self.args = args
+        self.workdir = run.workdir
+        self.parts = run.parts
+
+    def gateway(self, name: str, routes: list[dict[str, Any]], *, wait_path: str, extra: dict[str, Any] | None = None) -> GatewayStack:
+        """A GatewayStack in ``<workdir>/<name>`` (control plane, Envoy, one echo upstream
+        ``svc-a``) whose route repo holds ``routes``; started, and serving ``wait_path``."""
+        stack = self.parts.add(GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra))
+        stack.commit_routes({"routes.yaml": routes})
+        stack.start(wait_path=wait_path)
+        return stack
+
+    def start_fast_upstream(self) -> tuple[EnvoyProcess, int]:
+        """The fast upstream (``bench.kit.envoy_config``: a static Envoy answering 200 itself);
+        its process and port once it accepts connections."""
+        port, admin = free_port(), free_port()
+        envoy = self.parts.add(EnvoyProcess.start(fast_upstream_bootstrap(port, admin), log_dir=self.workdir / "fast-upstream",
+                                                  admin_port=admin, name="envoy-fast-upstream"))
+        envoy.wait_live(30)
+        envoy.process.wait_until(lambda: port_open(port), 30, f"fast upstream on :{port}")
+        return envoy, port
+
+    def start_standin(self, name: str, *args: str, log_name: str) -> tuple[ManagedProcess, int]:
+        """``python -m bench.standins.<name> *args 127.0.0.1:<port>`` from the checkout; the
+        process and its port once it accepts connections."""
+        port = free_port()
+        argv = [sys.executable, "-m", f"bench.standins.{name}", *args, f"127.0.0.1:{port}"]
+        process = self.parts.add(ManagedProcess.start(argv, name=log_name, log_dir=self.workdir / "standins", cwd=REPO_ROOT))
+        process.wait_until(lambda: port_open(port), 30, f"{log_name} on :{port}")
+        return process, port
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ report from a run."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -106,6 +107,25 @@ def run_wrk(argv: list[str], duration: int, workdir: Path, log_name: str, *, std
         "socket_errors": {k: raw[k] for k in ("connect", "read", "write", "timeout") if raw[k]},
         "command": " ".join(argv).replace(str(workdir), "$WORKDIR"),
     }
+
+
+def add_wrk_arguments(parser: argparse.ArgumentParser, *, duration: int, threads: int, connections: int = 32, warmup: int = 2,
+                      warmup_help: str = "seconds of unmeasured load before each scenario (0: none; default: %(default)s)") -> None:
+    """``--duration``, ``--connections``, ``--threads`` and ``--warmup``: the load every wrk benchmark takes."""
+    parser.add_argument("--duration", type=int, default=duration, help="wrk -d: seconds per measured run (default: %(default)s)")
+    parser.add_argument("--connections", type=int, default=connections, help="wrk -c (default: %(default)s)")
+    parser.add_argument("--threads", type=int, default=threads, help="wrk -t (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=warmup, help=warmup_help)
+
+
+def check_wrk_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.connections < args.threads:
+        parser.error("--connections must be at least --threads")
+
+
+def wrk_settings(args: argparse.Namespace) -> dict[str, int]:
+    """The load part of a report's ``settings``."""
+    return {"duration_s": args.duration, "connections": args.connections, "wrk_threads": args.threads, "warmup_s": args.warmup}
 
 
 def require_wrk() -> None:

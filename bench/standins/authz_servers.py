@@ -1,6 +1,6 @@
 """The authorization servers ``bench.authz_transports`` compares, each run as its own process:
 
-    python -m bench.standins.authz_servers KIND --port PORT [--dump FILE]
+    python -m bench.standins.authz_servers KIND 127.0.0.1:PORT [--dump FILE]
 
 KIND is ``asyncio_raw``, ``uvloop_raw`` (a minimal hand parser: a lower bound),
 ``asyncio_httptools``, ``uvloop_httptools``, ``uvloop_h11``, ``aiohttp_lowlevel``,
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,26 @@ def _h11_protocol() -> type[asyncio.Protocol]:
     return H11Protocol
 
 
+_ALLOW = (b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nx-not-allowed: leaked\r\n"
+          b"x-client-visible: maybe\r\nset-cookie: s=1\r\n\r\n")
+_EXPIRED = b"token expired"
+PROBE_ANSWERS = {
+    "allow": _ALLOW,
+    "keepalive": _ALLOW,
+    "allow-nouser": b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n",
+    "allow-close": b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nconnection: close\r\n\r\n",
+    "allow-body": b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nx-user-id: alice\r\n\r\nignored",
+    "status204": b"HTTP/1.1 204 No Content\r\nx-user-id: alice\r\n\r\n",
+    "status302": b"HTTP/1.1 302 Found\r\ncontent-length: 0\r\nlocation: https://login.example/\r\nx-reason: login\r\n\r\n",
+    "deny401": (b"HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
+                b"www-authenticate: Bearer realm=\"gatehouse\", error=\"invalid_token\"\r\nx-reason: expired\r\n\r\n%s" % (len(_EXPIRED), _EXPIRED)),
+    "deny403": b"HTTP/1.1 403 Forbidden\r\ncontent-length: 9\r\nx-reason: scope\r\n\r\nforbidden",
+    "status500": b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nboom",
+}
+"""What the probe answers, by the check path's last segment (``slow``: OK after PROBE_SLOW_S;
+anything else: OK)."""
+
+
 def _probe_protocol(dump: Path) -> type[asyncio.Protocol]:
     """The probe's server: logs every connection and raw request head (JSON lines) and answers
     by the path's last segment."""
@@ -203,34 +224,7 @@ def _probe_protocol(dump: Path) -> type[asyncio.Protocol]:
 
     def answer(path: str) -> tuple[bytes, float]:
         case = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-        delay = 0.0
-        if case == "allow" or case == "keepalive":
-            head = (b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nx-not-allowed: leaked\r\n"
-                    b"x-client-visible: maybe\r\nset-cookie: s=1\r\n\r\n")
-        elif case == "allow-nouser":
-            head = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
-        elif case == "allow-close":
-            head = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nconnection: close\r\n\r\n"
-        elif case == "allow-body":
-            head = b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nx-user-id: alice\r\n\r\nignored"
-        elif case == "status204":
-            head = b"HTTP/1.1 204 No Content\r\nx-user-id: alice\r\n\r\n"
-        elif case == "status302":
-            head = b"HTTP/1.1 302 Found\r\ncontent-length: 0\r\nlocation: https://login.example/\r\nx-reason: login\r\n\r\n"
-        elif case == "deny401":
-            body = b"token expired"
-            head = (b"HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
-                    b"www-authenticate: Bearer realm=\"gatehouse\", error=\"invalid_token\"\r\nx-reason: expired\r\n\r\n%s" % (len(body), body))
-        elif case == "deny403":
-            head = b"HTTP/1.1 403 Forbidden\r\ncontent-length: 9\r\nx-reason: scope\r\n\r\nforbidden"
-        elif case == "status500":
-            head = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nboom"
-        elif case == "slow":
-            head = OK_RESPONSE
-            delay = PROBE_SLOW_S
-        else:
-            head = OK_RESPONSE
-        return head, delay
+        return PROBE_ANSWERS.get(case, OK_RESPONSE), PROBE_SLOW_S if case == "slow" else 0.0
 
     class ProbeProtocol(asyncio.Protocol):
         def connection_made(self, transport: Any) -> None:
@@ -278,6 +272,16 @@ def _probe_protocol(dump: Path) -> type[asyncio.Protocol]:
     return ProbeProtocol
 
 
+def run(main: Coroutine[Any, Any, None], use_uvloop: bool) -> None:
+    """``main`` on uvloop (imported only then) or on the standard library's loop."""
+    if use_uvloop:
+        import uvloop
+
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
+
+
 def serve_protocol(kind: str, port: int, use_uvloop: bool, dump: Path | None) -> None:
     factory: Any
     if kind == "raw":
@@ -298,12 +302,7 @@ def serve_protocol(kind: str, port: int, use_uvloop: bool, dump: Path | None) ->
         print(f"serving {kind} on 127.0.0.1:{port} loop={type(loop).__module__}.{type(loop).__name__}", flush=True)
         await server.serve_forever()
 
-    if use_uvloop:
-        import uvloop
-
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
+    run(main(), use_uvloop)
 
 
 def serve_aiohttp(port: int, use_uvloop: bool) -> None:
@@ -326,12 +325,7 @@ def serve_aiohttp(port: int, use_uvloop: bool) -> None:
         print(f"serving aiohttp.web.Server on 127.0.0.1:{port} loop={type(loop).__module__}.{type(loop).__name__}", flush=True)
         await listener.serve_forever()
 
-    if use_uvloop:
-        import uvloop
-
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
+    run(main(), use_uvloop)
 
 
 def serve_grpc(port: int) -> None:
@@ -383,7 +377,6 @@ def serve(kind: str, port: int, dump: Path | None) -> None:
         serve_protocol(protocol, port, loop == "uvloop", dump)
 
 
-
 KINDS = ("asyncio_raw", "uvloop_raw", "asyncio_httptools", "uvloop_httptools", "uvloop_h11", "aiohttp_lowlevel",
          "aiohttp_lowlevel_uvloop", "grpc_aio", "probe")
 
@@ -391,12 +384,15 @@ KINDS = ("asyncio_raw", "uvloop_raw", "asyncio_httptools", "uvloop_httptools", "
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=KINDS)
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("address", help="127.0.0.1:PORT")
     parser.add_argument("--dump", help="the probe's JSON lines (kind probe)")
     args = parser.parse_args(argv)
+    host, _, port = args.address.rpartition(":")
+    if host != "127.0.0.1" or not port.isdigit():
+        parser.error(f"address {args.address!r}: expected 127.0.0.1:PORT (every server listens on loopback)")
     if args.kind == "probe" and not args.dump:
         parser.error("probe needs --dump")
-    serve(args.kind, args.port, Path(args.dump) if args.dump else None)
+    serve(args.kind, int(port), Path(args.dump) if args.dump else None)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
-from bench.kit.report import command_line, new_report, print_report, work_directory
 from bench.kit.envoy_config import fast_upstream_bootstrap
+from bench.kit.report import command_line, new_report, print_report, work_directory
 from tests.harness.envoy import EnvoyProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.ports import free_port

@@ -84,12 +84,18 @@ class Parts:
         self._parts.append(_Callback(stop, what))
 
     def stop(self) -> None:
+        """Stop every part, the last added first. A part that fails to stop is reported and
+        the others still stop; one that raises a BaseException (a cancelled client, Ctrl-C)
+        is re-raised once the others have stopped: no process is left running."""
         while self._parts:
             part = self._parts.pop()
             try:
                 part.stop()
             except Exception as exc:  # keep stopping the others
                 self._progress(f"stopping {part!r}: {exc}")
+            except BaseException:
+                self.stop()
+                raise
 
 
 def add_workdir_arguments(parser: argparse.ArgumentParser) -> None:

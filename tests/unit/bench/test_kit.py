@@ -4,6 +4,7 @@ readings, and the py-spy summary over a hand-written raw profile."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -103,6 +104,22 @@ def test_parts_stop_in_reverse_order_and_past_a_failing_one(capsys: pytest.Captu
     assert "stopping" in capsys.readouterr().err
     parts.stop()
     assert stopped == ["client", "gateway", "redis"]  # once only
+
+
+def test_parts_still_stop_the_others_when_one_raises_a_base_exception() -> None:
+    stopped: list[str] = []
+    parts = Parts(Progress("test"))
+    parts.add(Part("broker", stopped))
+    parts.add(Part("gateway", stopped))
+
+    def cancelled() -> None:
+        stopped.append("consumer")
+        raise asyncio.CancelledError
+
+    parts.on_stop(cancelled, "the consumer")
+    with pytest.raises(asyncio.CancelledError):
+        parts.stop()
+    assert stopped == ["consumer", "gateway", "broker"]
 
 
 def test_scenario_expects_all_or_no_errors_give_or_take_a_tenth_of_a_percent() -> None:

@@ -34,4 +34,4 @@ integration: setup-test
 	.venv/bin/pytest -q tests/integration tests/e2e
 
 bench: setup-test
-	.venv/bin/python bench/propagation.py
+	.venv/bin/python -m bench.propagation

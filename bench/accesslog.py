@@ -35,8 +35,8 @@ in this process, with ``HTTPAccessLogEntry`` protos built like ``tests/unit/tele
 and like the entries Envoy sends for the two routes, plus parsing a
 ``StreamAccessLogsMessage`` of a batch of them (gRPC's deserialization, per entry).
 
-    .venv/bin/python bench/accesslog.py > bench/results-accesslog.json    # 2 rounds × 8 s per scenario, ~2 min
-    .venv/bin/python bench/accesslog.py --quick                           # 1 round × 4 s, ~45 s
+    .venv/bin/python -m bench.accesslog > bench/results/accesslog.json    # 2 rounds × 8 s per scenario, ~2 min
+    .venv/bin/python -m bench.accesslog --quick                           # 1 round × 4 s, ~45 s
 
 One JSON document goes to stdout; progress to stderr. See bench/README.md.
 """
@@ -46,27 +46,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from tests.harness.gateway import GatewayStack  # noqa: E402
-from tests.harness.kafka import KafkaBroker  # noqa: E402
-from tests.harness.route_repo import route_doc  # noqa: E402
-from tests.harness.telemetry import TelemetryServiceProcess  # noqa: E402
-from bench.proc_stats import children_cpu_seconds, cpu_seconds, machine_busy_seconds  # noqa: E402
-from bench.machine import command_output, describe  # noqa: E402
-from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
+from bench.kit.machine import command_output, describe
+from bench.kit.metrics import delta, samples
+from bench.kit.processes import CpuWindow, machine_costs, request_costs
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen
+from bench.kit.stats import median, ratio
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command, wrk_settings
+from tests.harness.gateway import GatewayStack
+from tests.harness.kafka import KafkaBroker, kafka_version
+from tests.harness.route_repo import route_doc
+from tests.harness.telemetry import TelemetryServiceProcess
 
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
@@ -80,15 +75,10 @@ TELEMETRY_COUNTERS = {
 }
 
 
-def progress(message: str) -> None:
-    print(f"[accesslog {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+progress = Progress("accesslog")
 
 
 # -- process readings -------------------------------------------------------------------
-
-
-_SAMPLE = re.compile(r'^(?P<name>gatehouse_telemetry_\w+)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)$', re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def telemetry_counters(telemetry: TelemetryServiceProcess) -> dict[str, float]:
@@ -99,9 +89,7 @@ def telemetry_counters(telemetry: TelemetryServiceProcess) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{telemetry.metrics_port}/metrics", timeout=5) as response:
         text = response.read().decode()
     values: dict[str, float] = {}
-    for match in _SAMPLE.finditer(text):
-        name, labels = match["name"], dict(_LABEL.findall(match["labels"] or ""))
-        value = float(match["value"])
+    for name, labels, value in samples(text, "gatehouse_telemetry_"):
         if name == TELEMETRY_COUNTERS["received"]:
             values["received"] = value
         elif name == TELEMETRY_COUNTERS["sent"]:
@@ -116,7 +104,8 @@ def telemetry_counters(telemetry: TelemetryServiceProcess) -> dict[str, float]:
 
 
 def counter_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, int]:
-    return {k: int(v - before.get(k, 0)) for k, v in after.items() if k != "buffered" and v - before.get(k, 0)}
+    """Telemetry's counters that moved (the ``buffered`` gauge left out)."""
+    return {k: int(v) for k, v in delta(before, after).items() if k != "buffered"}
 
 
 def envoy_als_stats(stack: GatewayStack) -> dict[str, int]:
@@ -178,6 +167,8 @@ class TopicOffsets:
         try:
             if self.consumer is not None:
                 self.loop.run_until_complete(self.consumer.stop())
+        except asyncio.CancelledError:  # Kafka was killed (the outage): a fetch was cancelled mid-retry
+            pass
         finally:
             self.loop.close()
 
@@ -185,19 +176,17 @@ class TopicOffsets:
 # -- scenarios --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    path: str
+@dataclass(frozen=True, kw_only=True)
+class LogScenario(Scenario):
     log: bool
-    description: str
+    """On the gateway with the access log (else the one without)."""
 
 
 SCENARIOS = [
-    Scenario("off_direct", "/direct", False, "Envoy direct response, no access log: Envoy's ceiling"),
-    Scenario("on_direct", "/direct", True, "Envoy direct response, access log → telemetry → Kafka"),
-    Scenario("off_echo", "/echo", False, "proxied to the echo upstream, no access log: the baseline"),
-    Scenario("on_echo", "/echo", True, "proxied to the echo upstream, access log → telemetry → Kafka"),
+    LogScenario("off_direct", "/direct", "Envoy direct response, no access log: Envoy's ceiling", log=False),
+    LogScenario("on_direct", "/direct", "Envoy direct response, access log → telemetry → Kafka", log=True),
+    LogScenario("off_echo", "/echo", "proxied to the echo upstream, no access log: the baseline", log=False),
+    LogScenario("on_echo", "/echo", "proxied to the echo upstream, access log → telemetry → Kafka", log=True),
 ]
 BY_NAME = {s.name: s for s in SCENARIOS}
 
@@ -365,10 +354,10 @@ def producer_in_process(bootstrap: str, n: int, batch_size: int) -> dict[str, An
 # -- the run ----------------------------------------------------------------------------
 
 
-class Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
-        self.args = args
-        self.workdir = workdir
+class LogBench(Bench):
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        super().__init__(args, run)
+        workdir = self.workdir
         self.broker: KafkaBroker | None = None
         self.telemetry: TelemetryServiceProcess | None = None
         self.stacks: dict[bool, GatewayStack] = {}
@@ -379,23 +368,20 @@ class Bench:
     # setup / teardown
 
     def _gateway(self, name: str, extra: dict[str, Any] | None) -> GatewayStack:
-        stack = GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra)
-        self.stacks[extra is not None] = stack  # registered first: stop() stops it even if start fails
-        stack.commit_routes({"routes.yaml": routes()})
-        stack.start(wait_path="/direct")
+        stack = self.stacks[extra is not None] = self.gateway(name, routes(), wait_path="/direct", extra=extra)
         stack.wait_status("/echo", 200)
         return stack
 
     def start(self) -> dict[str, Any]:
         timings: dict[str, float] = {}
         started = time.monotonic()
-        self.broker = KafkaBroker.start(self.workdir / "kafka")
+        self.broker = self.parts.add(KafkaBroker.start(self.workdir / "kafka"))
         self.broker.create_topic(TOPIC)
         timings["kafka_s"] = round(time.monotonic() - started, 2)
         mark = time.monotonic()
         sink = {"kafka": {"bootstrapServers": [self.broker.bootstrap], "accessLogTopic": TOPIC}}
         extra = {"buffer": {"maxEvents": self.args.max_events, "batchSize": self.args.batch_size}}
-        self.telemetry = TelemetryServiceProcess(self.workdir / "telemetry", sink=sink, extra=extra).start()
+        self.telemetry = self.parts.add(TelemetryServiceProcess(self.workdir / "telemetry", sink=sink, extra=extra)).start()
         timings["telemetry_s"] = round(time.monotonic() - mark, 2)
         mark = time.monotonic()
         self._gateway("gateway-off", None)
@@ -404,6 +390,7 @@ class Bench:
         on = self._gateway("gateway-on", {"accessLog": access_log})
         timings["gateways_s"] = round(time.monotonic() - mark, 2)
         self.offsets = TopicOffsets(self.broker.bootstrap, TOPIC)
+        self.parts.on_stop(self.offsets.close, "the offsets consumer")
         self.offsets.start()
         # The first entries reach Kafka: the whole pipeline works before anything is measured.
         deadline = time.monotonic() + 30
@@ -419,19 +406,6 @@ class Bench:
         return {"start": timings, "telemetry_pid": self.telemetry.process.pid, "kafka_pid": self.broker.pid,
                 "telemetry_threads": len(list(Path(f"/proc/{self.telemetry.process.pid}/task").iterdir())),
                 "kafka_bootstrap": self.broker.bootstrap}
-
-    def stop(self) -> None:
-        if self.offsets is not None:
-            try:
-                self.offsets.close()
-            except Exception as exc:
-                progress(f"closing the offsets consumer: {exc}")
-        for part in (*self.stacks.values(), self.telemetry, self.broker):
-            if part is not None:
-                try:
-                    part.stop()
-                except Exception as exc:  # keep stopping the others
-                    progress(f"stopping {part!r}: {exc}")
 
     # the pipeline
 
@@ -461,11 +435,10 @@ class Bench:
 
     # one wrk run
 
-    def wrk(self, scenario: Scenario, duration: int, log_name: str) -> dict[str, Any]:
+    def wrk(self, scenario: LogScenario, duration: int, log_name: str) -> dict[str, Any]:
         stack = self.stacks[scenario.log]
         url = f"http://127.0.0.1:{stack.listener_port}{scenario.path}"
-        argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s",
-                "--timeout", "5s", "--latency", "-s", str(self.report_lua), url]
+        argv = wrk_command(url, threads=self.args.threads, connections=self.args.connections, duration=duration, script=self.report_lua)
         return run_wrk(argv, duration, self.workdir, log_name)
 
     def outage(self, duration: int) -> dict[str, Any]:
@@ -494,13 +467,13 @@ class Bench:
                  f"dropped {dropped}")
         return result
 
-    def warm_up(self, wanted: list[Scenario]) -> None:
+    def warm_up(self, wanted: list[LogScenario]) -> None:
         for scenario in wanted:
             self.wrk(scenario, self.args.warmup, f"warmup-{scenario.name}")
         if any(s.log for s in wanted):
             self.wait_quiet()
 
-    def run(self, scenario: Scenario, round_no: int = 1) -> dict[str, Any]:
+    def run(self, scenario: LogScenario, round_no: int = 1) -> dict[str, Any]:
         stack = self.stacks[scenario.log]
         assert stack.envoy is not None and self.telemetry is not None and self.telemetry.process is not None and self.broker is not None
         reply = stack.get(scenario.path)
@@ -512,15 +485,10 @@ class Bench:
         if scenario.log:
             self.wait_quiet()  # the preflight's entry (and anything before) is in Kafka already
         offset_before, tele_before, envoy_before = self.pipeline_state()
-        pids = {"telemetry": telemetry_pid, "kafka": kafka_pid, "envoy": envoy_pid, "upstream": upstream_pid}
-        cpu_before = {k: cpu_seconds(p) for k, p in pids.items()}
-        cpu_before.update(wrk=children_cpu_seconds(), machine=machine_busy_seconds())
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        cpu_window = CpuWindow({"telemetry": telemetry_pid, "kafka": kafka_pid, "envoy": envoy_pid, "upstream": upstream_pid})
         load = self.wrk(scenario, self.args.duration, f"{scenario.name}-round{round_no}")
-        load_wall = time.monotonic() - wall
-        cpu_load = {k: cpu_seconds(p) - cpu_before[k] for k, p in pids.items()}
-        cpu_load.update(wrk=children_cpu_seconds() - cpu_before["wrk"], machine=machine_busy_seconds() - cpu_before["machine"])
+        cpu_load = cpu_window.used()
+        load_wall = cpu_load["wall"]
         requests = load["requests"]
         result: dict[str, Any] = {"name": scenario.name, "round": round_no, "path": scenario.path, "access_log": scenario.log,
                                   "description": scenario.description, **load}
@@ -530,8 +498,8 @@ class Bench:
         cpu_total = dict(cpu_load)
         if scenario.log:
             drain_s, (offset_after, tele_after, envoy_after) = self.wait_quiet()
-            window = time.monotonic() - wall  # load + drain + the quiet tail
-            cpu_total = {k: cpu_seconds(p) - cpu_before[k] for k, p in pids.items()}
+            cpu_total = cpu_window.used()
+            window = cpu_total["wall"]  # load + drain + the quiet tail
             entries = offset_after - offset_before
             tele = counter_delta(tele_before, tele_after)
             envoy = {k.removeprefix(ENVOY_ALS_PREFIX): v - envoy_before.get(k, 0) for k, v in envoy_after.items()
@@ -585,20 +553,13 @@ class Bench:
             # Telemetry is idle during a log-off run: its CPU here is its floor.
             result["telemetry_idle_cores"] = round(cpu_load["telemetry"] / load_wall, 4)
         result["cpu"] = {
-            "envoy_us_per_request": round(cpu_load["envoy"] * 1e6 / max(1, requests), 1),
+            **request_costs(cpu_load, ("envoy", "upstream", "wrk"), requests),
             "envoy_us_per_request_incl_flush": round(cpu_total["envoy"] * 1e6 / max(1, requests), 1),
-            "envoy_cores": round(cpu_load["envoy"] / load_wall, 3),
-            "upstream_us_per_request": round(cpu_load["upstream"] * 1e6 / max(1, requests), 1),
-            "upstream_cores": round(cpu_load["upstream"] / load_wall, 3),
             "telemetry_cores_during_load": round(cpu_load["telemetry"] / load_wall, 3),
             "kafka_cores_during_load": round(cpu_load["kafka"] / load_wall, 3),
-            "wrk_us_per_request": round(cpu_load["wrk"] * 1e6 / max(1, requests), 1),
-            "wrk_cores": round(cpu_load["wrk"] / load_wall, 3),
-            "machine_busy_cores": round(cpu_load["machine"] / load_wall, 3),
             "machine_us_per_request": round(cpu_load["machine"] * 1e6 / max(1, requests), 1),
             "stack_us_per_request": round(sum(cpu_total[k] for k in ("envoy", "upstream", "telemetry", "kafka")) * 1e6 / max(1, requests), 1),
-            "other_processes_cores": round((cpu_load["machine"] - sum(cpu_load[k] for k in ("telemetry", "kafka", "envoy", "upstream", "wrk"))) / load_wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            **machine_costs(cpu_load, ("telemetry", "kafka", "envoy", "upstream", "wrk"), cpu_window.load_average),
         }
         if warnings:
             result["warning"] = "; ".join(warnings)
@@ -611,16 +572,6 @@ class Bench:
                      f"= {p['entries_per_s_per_core']} entries/s/core  drain {p['drain_after_load_s']} s")
         progress(line + (f"  WARNING {result['warning']}" if warnings else ""))
         return result
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -637,7 +588,7 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "rps_rounds": [r["rps"] for r in runs],
         "latency_ms": {p: round(min(r["latency_ms"][p] for r in runs), 3) for p in ("p50", "p90", "p99", "p99.9")},
         "p99_ms_rounds": [r["latency_ms"]["p99"] for r in runs],
-        "cpu": {k: round(median([r["cpu"][k] for r in runs]), 3) for k in
+        "cpu": {k: median([r["cpu"][k] for r in runs], 3) for k in
                 ("envoy_us_per_request", "upstream_us_per_request", "stack_us_per_request", "machine_us_per_request",
                  "other_processes_cores")},
     }
@@ -758,16 +709,6 @@ def summarise(runs: list[dict[str, Any]], conversion: dict[str, Any], producer: 
             "latency_added": latency_added, "ratios": ratios, "pipeline": pipeline, "table": table}
 
 
-def machine() -> dict[str, Any]:
-    from tests.harness.kafka import kafka_version
-
-    return {
-        **describe(("grpcio", "protobuf", "aiokafka", "lz4", "prometheus-client"), ("telemetry", "gatehouse", "control_plane")),
-        "kafka": kafka_version(),
-        "java": command_output("java", "-version", stderr=True),
-    }
-
-
 def parse_duration_s(text: str) -> float:
     match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s)", text)
     if not match:
@@ -777,11 +718,8 @@ def parse_duration_s(text: str) -> float:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=8, help="seconds per scenario and round (default: %(default)s)")
+    add_wrk_arguments(parser, duration=8, threads=2, warmup_help="seconds of unmeasured load per scenario first (0: none)")
     parser.add_argument("--rounds", type=int, default=2, help="runs of every scenario; odd rounds off before on, even rounds on before off (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load per scenario first (0: none)")
     parser.add_argument("--quick", action="store_true", help="4 s per scenario, 1 s warm-up, 20,000 in-process conversions")
     parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated, in this order (default: all)")
     parser.add_argument("--envoy-buffer-size", type=int, default=16384, help="the control plane's accessLog.bufferSize (bytes, default: %(default)s)")
@@ -791,14 +729,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--conversions", type=int, default=50_000, help="entries per case of the in-process conversion measurement (0: skip)")
     parser.add_argument("--outage", type=int, default=5, help="seconds of load per gateway with Kafka killed, at the end (0: skip)")
     parser.add_argument("--producer-events", type=int, default=50_000, help="events of the in-process Kafka writer measurement (0: skip)")
-    parser.add_argument("--workdir", help="where configs, wrk output and logs go (default: a temporary directory, removed unless --keep)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    unknown = [n for n in args.scenarios.split(",") if n and n not in BY_NAME]
-    if unknown:
-        parser.error(f"unknown scenarios {unknown}; known: {', '.join(BY_NAME)}")
-    if args.connections < args.threads:
-        parser.error("--connections must be at least --threads")
+    chosen(parser, args.scenarios, BY_NAME)
+    check_wrk_arguments(parser, args)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     try:
@@ -815,30 +749,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     require_wrk()
     wanted = [BY_NAME[n] for n in args.scenarios.split(",") if n]
-    workdir = work_directory(args.workdir, "gatehouse-accesslog-")
-    progress(f"work directory {workdir}")
-    report: dict[str, Any] = {
-        "benchmark": "accesslog",
-        "command": command_line(argv),
-        "settings": {
-            "duration_s": args.duration,
+    runs: list[dict[str, Any]] = []
+    with Run("accesslog", argv, args, progress) as run:
+        report = run.report
+        report["settings"] = {
+            **wrk_settings(args),
             "rounds": args.rounds,
-            "connections": args.connections,
-            "wrk_threads": args.threads,
-            "warmup_s": args.warmup,
             "envoy_concurrency": ENVOY_CONCURRENCY,
             "access_log": {"bufferSize": args.envoy_buffer_size, "flushInterval": args.flush_interval},
             "telemetry_buffer": {"maxEvents": args.max_events, "batchSize": args.batch_size},
             "telemetry_kafka_producer": "acks=1, lz4, linger 10ms, max batch 256 KiB (telemetry/runtime.py)",
             "kafka": "one KRaft node, topic gateway-access-log with 1 partition (tests/harness/kafka.py)",
             "upstream": "examples/upstream/echo.py (Python/aiohttp), one process per gateway",
-        },
-        "machine": machine(),
-    }
-    started = time.monotonic()
-    bench = Bench(args, workdir)
-    runs: list[dict[str, Any]] = []
-    try:
+        }
+        report["machine"] = describe(("grpcio", "protobuf", "aiokafka", "lz4", "prometheus-client"), ("telemetry", "gatehouse", "control_plane"),
+                                     kafka=kafka_version(), java=command_output("java", "-version", stderr=True))
+        bench = LogBench(args, run)
         progress("starting Kafka, telemetry, two gateways (access log off / on)")
         report["stack"] = bench.start()
         progress(f"  up in {report['stack']['start']['total_s']} s")
@@ -863,15 +789,11 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"  FAILED: {exc!r}")
             else:
                 progress(f"  KafkaAccessWriter {report['producer_in_process']['cpu_us_per_event']} us CPU/event "
-                    f"(send loop {report['producer_in_process']['send_loop_cpu_us_per_event']} us), "
-                    f"{report['producer_in_process']['acknowledged']} acknowledged")
+                         f"(send loop {report['producer_in_process']['send_loop_cpu_us_per_event']} us), "
+                         f"{report['producer_in_process']['acknowledged']} acknowledged")
         if args.outage > 0:
             progress(f"Kafka outage: {args.outage} s per gateway")
             report["kafka_outage"] = bench.outage(args.outage)  # last: the broker stays down
-    finally:
-        bench.stop()
-        if not args.keep and not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
     if args.conversions > 0:
         progress(f"entry → event in-process, {args.conversions} entries per case")
         try:
@@ -884,15 +806,16 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             progress(f"  {name:<48} access_event {case['access_event_cpu_us']} us (dict {case['access_event_dict_cpu_us']} + "
                      f"encode {case['json_encode_cpu_us']}); ALS parse {case['als_message_parse_cpu_us_per_entry']} us/entry")
-    report["wall_s"] = round(time.monotonic() - started, 1)
-    report.update(summarise(runs, report.get("conversion_in_process", {}), report.get("producer_in_process", {})))
-    report["scenarios"] = runs
-    for key, value in report["latency_added"].items():
+    report["wall_s"] = round(time.monotonic() - run.started, 1)
+    summary = summarise(runs, report.get("conversion_in_process", {}), report.get("producer_in_process", {}))
+    for key, value in summary["latency_added"].items():
         if key.endswith("p99_added_ms"):
-            progress(f"{key}: {value} ms (ratio {report['latency_added'][key.replace('added_ms', 'ratio')]})")
-    print_report(report)
+            progress(f"{key}: {value} ms (ratio {summary['latency_added'][key.replace('added_ms', 'ratio')]})")
+    baseline = {row["scenario"]: {k: row[k] for k in ("rps", "p50_ms", "p99_ms", "envoy_us_per_request")}
+                for row in summary["table"] if not row["access_log"]}
+    run.print(baseline=baseline, **summary, scenarios=runs)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,10 +1,10 @@
 """What an API key costs the HTTP check, in process, beside a warm token measured in the same run.
 
 The handler ``Http1Server`` calls (``HttpCheck``) with its real parts: an RS256 issuer
-(static key), the verified-token cache, the revocation mirror on a real redis-server
-(started here, on loopback) holding the keys, and no rate limits (they cost the same
-whichever credential names the caller). Scenarios, each ``--calls`` checks, best of
-``--repeats`` (CPU time, ``time.process_time_ns``):
+(static key, ``tests/harness/issuer.py``), the verified-token cache, the revocation mirror
+on a real redis-server (started here, on loopback) holding the keys, and no rate limits
+(they cost the same whichever credential names the caller). Scenarios, each ``--calls``
+checks, best of ``--repeats`` (CPU time, ``time.process_time_ns``):
 
     token_baseline     a warm token on a token-only route              (the baseline)
     token_on_key_route the same token on a route that also takes keys  (what the key option adds to tokens)
@@ -12,7 +12,8 @@ whichever credential names the caller). Scenarios, each ``--calls`` checks, best
     api_key_unknown    an unknown key (401, the denial's JSON)
     neither            no credential on a key-or-token route (401 with both challenges)
 
-    .venv/bin/python bench/api_keys.py [--calls 20000] [--repeats 5] > bench/results-api-keys.json
+    .venv/bin/python -m bench.api_keys [--calls 20000] [--repeats 5] > bench/results/api-keys.json
+    .venv/bin/python -m bench.api_keys --calls 500 --repeats 1      # the quickest run
 
 One JSON document on stdout: µs per check for each, and each as a ratio of the baseline.
 """
@@ -21,32 +22,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import structlog
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from bench.kit.machine import describe
+from bench.kit.run import Progress, Run, add_workdir_arguments
+from ext_authz.check.api_keys import ApiKeyCheck, key_hash, new_key
+from ext_authz.config import Issuer
+from ext_authz.denial_audit import DenialAudit
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.revocation.mirror import RevocationMirror
+from ext_authz.revocation.store import RedisRevocationStore
+from ext_authz.service import Authorizer
+from ext_authz.tokens.verifier import TokenVerifier
+from servicekit.api_key_store import ApiKey, redis_api_keys
+from servicekit.audit import MemoryAuditSink
+from servicekit.http1_server import Request
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from tests.harness.issuer import TestIssuer
+from tests.harness.redis import RedisServer
 
-from ext_authz.check.api_keys import ApiKeyCheck, key_hash, new_key  # noqa: E402
-from ext_authz.denial_audit import DenialAudit  # noqa: E402
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
-from ext_authz.tokens.jwks import IssuerKeys  # noqa: E402
-from ext_authz.revocation.mirror import RevocationMirror  # noqa: E402
-from servicekit.api_key_store import ApiKey, redis_api_keys  # noqa: E402
-from ext_authz.revocation.store import RedisRevocationStore  # noqa: E402
-from ext_authz.service import Authorizer  # noqa: E402
-from ext_authz.tokens.verifier import TokenVerifier  # noqa: E402
-from servicekit.audit import MemoryAuditSink  # noqa: E402
-from servicekit.http1_server import Request  # noqa: E402
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2  # noqa: E402
-from tests.harness.redis import RedisServer  # noqa: E402
-from tests.unit.ext_authz.signing import ISSUER, FakeSource, claims, issuer, rsa_key  # noqa: E402
+progress = Progress("api_keys")
 
 
 def route(name: str, *, keys: bool = False, only: bool = False) -> policy_pb2.RoutePolicy:
@@ -71,9 +71,11 @@ async def measure(check: HttpCheck, headers: dict[str, str], calls: int, repeats
     return best
 
 
-async def run(args: argparse.Namespace, redis: RedisServer) -> dict[str, Any]:
-    config = issuer()
-    keys = IssuerKeys(config, FakeSource(rsa_key().jwk()))
+async def run_checks(args: argparse.Namespace, redis: RedisServer, directory: Path) -> dict[str, float]:
+    test_issuer = TestIssuer()
+    config = Issuer.model_validate({"issuer": test_issuer.issuer, "audiences": [test_issuer.audience], "leeway": "30s",
+                                    "jwksFile": str(test_issuer.write_jwks(directory / "jwks.json"))})
+    keys = IssuerKeys.from_config(config, session=None)
     await keys.refresh()
     verifier = TokenVerifier([keys], cache_size=1000, max_token_bytes=8192)
     mirror = RevocationMirror(RedisRevocationStore(url=redis.url), resync_interval=60)
@@ -89,9 +91,9 @@ async def run(args: argparse.Namespace, redis: RedisServer) -> dict[str, Any]:
         await asyncio.sleep(0.01)
     table = RouteTable()
     table.replace([route("b/token"), route("b/both", keys=True), route("b/keys", keys=True, only=True)])
-    authorizer = Authorizer(verifier, {ISSUER: config}, mirror)
+    authorizer = Authorizer(verifier, {test_issuer.issuer: config}, mirror)
     check = HttpCheck(authorizer, table, None, DenialAudit(MemoryAuditSink()), keys=ApiKeyCheck(mirror))
-    token = rsa_key().sign({**claims(), "exp": time.time() + 3600, "iat": time.time() - 10, "nbf": time.time() - 10})
+    token = test_issuer.token("user-1", ttl=3600, role="admin", scope="orders:read")
     base = {"x-request-id": "bench-1", "x-forwarded-for": "203.0.113.9"}
     scenarios = {
         "token_baseline": ({**base, ROUTE_HEADER: "b/token", "authorization": f"Bearer {token}"}, 200),
@@ -100,39 +102,37 @@ async def run(args: argparse.Namespace, redis: RedisServer) -> dict[str, Any]:
         "api_key_unknown": ({**base, ROUTE_HEADER: "b/keys", "x-api-key": key[:-4] + "AAAA"}, 401),
         "neither": ({**base, ROUTE_HEADER: "b/both"}, 401),
     }
-    results: dict[str, Any] = {}
+    results: dict[str, float] = {}
     try:
         for name, (headers, status) in scenarios.items():
             results[name] = await measure(check, headers, args.calls, args.repeats, status)
-            print(f"{name}: {results[name]:.2f} µs", file=sys.stderr)
+            progress(f"{name}: {results[name]:.2f} µs")
     finally:
         await mirror.stop()
-    baseline = results["token_baseline"]
-    return {
-        "what": "CPU µs per HttpCheck call in process (best of repeats); ratio: ÷ token_baseline, same run",
-        "calls": args.calls,
-        "repeats": args.repeats,
-        "python": sys.version.split()[0],
-        "us_per_check": {k: round(v, 2) for k, v in results.items()},
-        "ratio_to_token_baseline": {k: round(v / baseline, 3) for k, v in results.items()},
-    }
+    return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    add_workdir_arguments(parser)
+    args = parser.parse_args(argv)
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is the JSON document
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = RedisServer.start(log_dir=Path(tmp))
-        try:
-            document = asyncio.run(run(args, redis))
-        finally:
-            redis.stop()
-    json.dump(document, sys.stdout, indent=2)
-    print()
+    with Run("api_keys", argv, args, progress) as run:
+        run.report["settings"] = {"calls": args.calls, "repeats": args.repeats,
+                                  "what": "CPU µs per HttpCheck call in process (best of repeats); ratio: ÷ token_baseline, same run"}
+        run.report["machine"] = describe(("PyJWT", "cryptography", "redis"), ("ext_authz", "servicekit"))
+        redis = run.parts.add(RedisServer.start(log_dir=run.workdir / "redis"))
+        results = asyncio.run(run_checks(args, redis, run.workdir))
+    baseline = results["token_baseline"]
+    run.print(
+        baseline={"scenario": "token_baseline", "us_per_check": round(baseline, 2)},
+        ratios={k: round(v / baseline, 3) for k, v in results.items()},
+        us_per_check={k: round(v, 2) for k, v in results.items()},
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

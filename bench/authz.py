@@ -29,10 +29,10 @@ Two more measurements answer "grpc.aio or our handler?":
 ``cpu_per_check_decomposition`` puts the three side by side. ``--profile-dir`` adds
 ``py-spy record --native`` of the ext_authz process during each scenario that calls it.
 
-    .venv/bin/python bench/authz.py                          # all scenarios, 10 s each
-    .venv/bin/python bench/authz.py --duration 20 --connections 64 --threads 2
-    .venv/bin/python bench/authz.py --scenarios warm_direct,cold_rs256_direct --profile-dir /tmp/prof
-    .venv/bin/python bench/authz.py --tracing --scenarios open_direct,warm_direct   # tracing off vs on, same run
+    .venv/bin/python -m bench.authz                          # all scenarios, 10 s each
+    .venv/bin/python -m bench.authz --duration 20 --connections 64 --threads 2
+    .venv/bin/python -m bench.authz --scenarios warm_direct,cold_rs256_direct --profile-dir /tmp/prof
+    .venv/bin/python -m bench.authz --tracing --scenarios open_direct,warm_direct   # tracing off vs on, same run
 
 One JSON document goes to stdout; progress to stderr. See bench/README.md.
 """
@@ -41,10 +41,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
-import re
-import shutil
 import sys
 import time
 import uuid
@@ -53,157 +49,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric import ec
+from bench.kit import profiler
+from bench.kit.in_process import authz_parts
+from bench.kit.machine import describe
+from bench.kit.metrics import authz_decisions, delta
+from bench.kit.processes import CpuWindow, context_switches, cpu_times, machine_costs, request_costs
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen
+from bench.kit.stats import ratio
+from bench.kit.tokens import AUDIENCE, SCOPE, Es256Issuer, bad_signature, claims, write_tokens
+from bench.kit.wrk import add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, write_lua, wrk_command, wrk_settings
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.issuer import TestIssuer
+from tests.harness.otlp_receiver import OtlpReceiver
+from tests.harness.processes import ManagedProcess
+from tests.harness.redis import RedisServer
+from tests.harness.route_repo import route_doc
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
-from tests.harness.otlp_receiver import OtlpReceiver  # noqa: E402
-from tests.harness.gateway import GatewayStack  # noqa: E402
-from tests.harness.issuer import TestIssuer  # noqa: E402
-from tests.harness.ports import free_port  # noqa: E402
-from tests.harness.processes import ManagedProcess, port_open  # noqa: E402
-from tests.harness.redis import RedisServer  # noqa: E402
-from tests.harness.route_repo import route_doc  # noqa: E402
-from bench.proc_stats import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds  # noqa: E402
-from bench.machine import describe  # noqa: E402
-from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
-from bench import pyspy  # noqa: E402
-
-AUDIENCE = "api"
-SCOPE = "bench:read"
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
 
-
-def progress(message: str) -> None:
-    print(f"[authz {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# -- issuers and tokens -----------------------------------------------------------------
-
-
-class Es256Issuer:
-    """An ES256 (P-256) issuer: the same claims as TestIssuer, signed with an EC key."""
-
-    def __init__(self, issuer: str = "https://es256.issuer.test/", audience: str = AUDIENCE) -> None:
-        self.issuer = issuer
-        self.audience = audience
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        self.kid = f"es-{uuid.uuid4().hex[:8]}"
-
-    def write_jwks(self, path: Path) -> Path:
-        public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.key.public_key()))
-        path.write_text(json.dumps({"keys": [{**public, "kid": self.kid, "use": "sig", "alg": "ES256"}]}))
-        return path
-
-    def token(self, sub: str = "alice", *, ttl: float = 3600, **claims: Any) -> str:
-        now = int(time.time())
-        payload = {"iss": self.issuer, "aud": self.audience, "sub": sub, "iat": now, "nbf": now,
-                   "exp": now + int(ttl), "jti": uuid.uuid4().hex, **claims}
-        return jwt.encode(payload, self.key, algorithm="ES256", headers={"kid": self.kid})
-
-
-def claims() -> dict[str, Any]:
-    """Every bench token's extra claims: the route's scope and a role (all three identity headers set)."""
-    return {"scope": f"{SCOPE} bench:write", "role": "user"}
-
-
-def write_tokens(path: Path, issuer: TestIssuer | Es256Issuer, count: int, ttl: float) -> dict[str, Any]:
-    """``count`` distinct valid tokens, one per line (distinct sub and jti)."""
-    started = time.perf_counter()
-    with open(path, "w") as out:
-        for index in range(count):
-            out.write(issuer.token(f"user-{index}", ttl=ttl, **claims()))
-            out.write("\n")
-    seconds = time.perf_counter() - started
-    return {"count": count, "file": str(path), "generate_s": round(seconds, 2), "bytes_each": len(path.read_text().split("\n", 1)[0])}
-
-
-def bad_signature(token: str) -> str:
-    """The same token with its signature's first bytes changed: parses, verifies (RSA), fails."""
-    head, payload, signature = token.split(".")
-    flipped = ("A" if signature[0] != "A" else "B") + ("A" if signature[1] != "A" else "B") + signature[2:]
-    return f"{head}.{payload}.{flipped}"
-
-
-# -- wrk --------------------------------------------------------------------------------
-
-
-# Dynamic requests: every request carries the next token of this thread's slice of the
-# file (args: tokens file, number of threads). Requests are pre-formatted in init().
-# When the slice is used up the thread stops, so no token is ever sent twice.
-_LUA_TOKENS = r"""
-local next_id = 0
-function setup(thread)
-  thread:set("thread_id", next_id)
-  next_id = next_id + 1
-end
-
-function init(args)
-  local path, nthreads = args[1], tonumber(args[2])
-  requests_list, count, index = {}, 0, 0
-  local line_number = 0
-  for line in io.lines(path) do
-    if line ~= "" then
-      if line_number % nthreads == thread_id then
-        count = count + 1
-        requests_list[count] = wrk.format(nil, nil, {["Authorization"] = "Bearer " .. line})
-      end
-      line_number = line_number + 1
-    end
-  end
-end
-
-function request()
-  index = index + 1
-  if index > count then
-    wrk.thread:stop()
-    return requests_list[count]
-  end
-  return requests_list[index]
-end
-"""
-
-
-TRIVIAL_SERVER = '''"""A trivial Authorization service: grpc.aio, same server options as ext_authz, answers OK."""
-import asyncio
-import sys
-
-import grpc
-from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
-from google.rpc import code_pb2, status_pb2
-
-OK = external_auth_pb2.CheckResponse(status=status_pb2.Status(code=code_pb2.OK))
-
-
-class Trivial(external_auth_pb2_grpc.AuthorizationServicer):
-    async def Check(self, request, context):
-        return OK
-
-
-async def main(address):
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-    external_auth_pb2_grpc.add_AuthorizationServicer_to_server(Trivial(), server)
-    server.add_insecure_port(address)
-    await server.start()
-    await server.wait_for_termination()
-
-
-asyncio.run(main(sys.argv[1]))
-'''
-
-
-def write_lua(workdir: Path) -> tuple[Path, Path]:
-    static = workdir / "report.lua"
-    static.write_text(LUA_DONE)
-    tokens = workdir / "tokens.lua"
-    tokens.write_text(_LUA_TOKENS + LUA_DONE)
-    return static, tokens
+progress = Progress("authz")
 
 
 def envoy_authz_stats(stack: GatewayStack) -> dict[str, int]:
@@ -213,30 +79,18 @@ def envoy_authz_stats(stack: GatewayStack) -> dict[str, int]:
     return {name.rsplit("ext_authz.", 1)[1]: value for name, value in stats.items() if ".ext_authz." in name and "cluster." not in name}
 
 
-_DECISION = re.compile(r'^gatehouse_authz_decisions_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$', re.M)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
 def decisions(authz: ExtAuthzProcess) -> Counter[str]:
     """``result/reason`` → count, from gatehouse_authz_decisions_total."""
-    counts: Counter[str] = Counter()
-    for match in _DECISION.finditer(authz.metrics_text()):
-        labels = dict(_LABEL.findall(match["labels"]))
-        counts[f"{labels.get('result')}/{labels.get('reason')}"] += int(float(match["value"]))
-    return counts
+    return authz_decisions(authz.metrics_text())
 
 
 # -- scenarios --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    path: str
-    description: str
+@dataclass(frozen=True, kw_only=True)
+class AuthzScenario(Scenario):
     token: str = "none"
     """none | warm (one valid token) | cold_rs256 | cold_es256 | bad_signature | malformed"""
-    expect_status: int = 200
     calls_authz: bool = True
     trivial: bool = False
     """Run against the second stack, whose ext_authz is a trivial grpc.aio servicer (returns OK)."""
@@ -245,18 +99,21 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("open_direct", "/open/direct", "Envoy direct response, ext_authz disabled on the route: Envoy's ceiling", calls_authz=False),
-    Scenario("open_echo", "/open/echo", "proxied to the echo upstream, ext_authz disabled on the route: baseline A", calls_authz=False),
-    Scenario("warm_direct", "/auth/direct", "one valid RS256 token repeated (cache hit), direct response", "warm"),
-    Scenario("warm_echo", "/auth/echo", "one valid RS256 token repeated (cache hit), proxied to the echo upstream", "warm"),
-    Scenario("cold_rs256_direct", "/auth/direct", "a new RS256 token per request (full verification), direct response", "cold_rs256"),
-    Scenario("cold_es256_direct", "/auth/direct", "a new ES256 token per request (full verification), direct response", "cold_es256"),
-    Scenario("deny_bad_signature", "/auth/direct", "one RS256 token with a broken signature repeated: 401 (failures are not cached: RSA every time)", "bad_signature", 401),
-    Scenario("deny_malformed", "/auth/direct", "'Bearer not-a-jwt' repeated: 401 at the cheapest check", "malformed", 401),
-    Scenario("trivial_grpc_direct", "/auth/direct", "the same route and token, but Envoy's ext_authz is a trivial grpc.aio servicer that returns OK: bare grpcio's cost", "warm", trivial=True),
+    AuthzScenario("open_direct", "/open/direct", "Envoy direct response, ext_authz disabled on the route: Envoy's ceiling", calls_authz=False),
+    AuthzScenario("open_echo", "/open/echo", "proxied to the echo upstream, ext_authz disabled on the route: baseline A", calls_authz=False),
+    AuthzScenario("warm_direct", "/auth/direct", "one valid RS256 token repeated (cache hit), direct response", token="warm"),
+    AuthzScenario("warm_echo", "/auth/echo", "one valid RS256 token repeated (cache hit), proxied to the echo upstream", token="warm"),
+    AuthzScenario("cold_rs256_direct", "/auth/direct", "a new RS256 token per request (full verification), direct response", token="cold_rs256"),
+    AuthzScenario("cold_es256_direct", "/auth/direct", "a new ES256 token per request (full verification), direct response", token="cold_es256"),
+    AuthzScenario("deny_bad_signature", "/auth/direct", "one RS256 token with a broken signature repeated: 401 (failures are not cached: RSA every time)",
+                  401, token="bad_signature"),
+    AuthzScenario("deny_malformed", "/auth/direct", "'Bearer not-a-jwt' repeated: 401 at the cheapest check", 401, token="malformed"),
+    AuthzScenario("trivial_grpc_direct", "/auth/direct", "the same route and token, but Envoy's ext_authz is a trivial grpc.aio servicer "
+                  "that returns OK: bare grpcio's cost", token="warm", trivial=True),
 ]
 TRACED = [
-    Scenario("warm_direct_traced", "/auth/direct", "warm_direct with tracing on (--tracing): Envoy samples 100 % and ext_authz reports a span per check to an OTLP receiver", "warm", traced=True),
+    AuthzScenario("warm_direct_traced", "/auth/direct", "warm_direct with tracing on (--tracing): Envoy samples 100 % and ext_authz reports "
+                  "a span per check to an OTLP receiver", token="warm", traced=True),
 ]
 BY_NAME = {s.name: s for s in (*SCENARIOS, *TRACED)}
 
@@ -277,8 +134,8 @@ NAMED = {"gc", "jwt_crypto", "protobuf", "metrics", "logging_audit", "handler"}
 
 
 def summarise_profile(path: Path) -> dict[str, Any]:
-    """bench.pyspy.summarise_profile with ext_authz's categories, ``inside_Check`` and ``inclusive_named``."""
-    return pyspy.summarise_profile(path, CATEGORIES, ("inside_Check", "AuthorizationService.Check ("), named=NAMED)
+    """bench.kit.profiler.summarise_profile with ext_authz's categories, ``inside_Check`` and ``inclusive_named``."""
+    return profiler.summarise_profile(path, CATEGORIES, ("inside_Check", "AuthorizationService.Check ("), named=NAMED)
 
 
 # -- the handler alone, in this process -------------------------------------------------
@@ -305,34 +162,13 @@ async def _handler_cost(config_path: Path, cases: dict[str, list[bytes]], log_pa
     """µs per check of the Authorization servicer's Check, called directly (no gRPC, no
     event-loop round trips), with the ext_authz process's own config: keys, verifier,
     revocation mirror (on the same Redis), audit log sink (to a file, as in the service)."""
-    import structlog
-
     from envoy.service.auth.v3 import external_auth_pb2
-    from ext_authz.config import load_ext_authz_config
-    from ext_authz.tokens.jwks import IssuerKeys
-    from ext_authz.revocation.mirror import RevocationMirror
-    from ext_authz.runtime import GRACE_MARGIN
-    from ext_authz.service import AuthorizationService, Authorizer
-    from ext_authz.tokens.verifier import TokenVerifier
-    from servicekit.audit import LogAuditSink
-    from servicekit.logs import configure_logging
 
-    config = load_ext_authz_config(config_path)
-    configure_logging("debug", "json")  # what the harness passes to the service
-    log_file = open(log_path, "a")  # noqa: SIM115 - closed below
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=log_file))
-    keys = [IssuerKeys.from_config(i, session=None, base_dir=Path(config.base_dir)) for i in config.issuers]
-    mirror = None
-    try:
-        for k in keys:
-            await k.start()
-        verifier = TokenVerifier(keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
-        if config.revocation is not None:
-            mirror = RevocationMirror.from_config(config.revocation, grace=max(i.leeway for i in config.issuers) / 1000 + GRACE_MARGIN)
-            await mirror.start()
-            if not await mirror.wait_ready(10):
-                raise RuntimeError("revocation mirror not ready")
-        service = AuthorizationService(Authorizer(verifier, {i.issuer: i for i in config.issuers}, mirror), LogAuditSink())
+    from ext_authz.service import AuthorizationService
+    from servicekit.audit import LogAuditSink
+
+    async with authz_parts(config_path, log_path) as parts:
+        service = AuthorizationService(parts.authorizer, LogAuditSink())
         parse = external_auth_pb2.CheckRequest.FromString
         results: dict[str, Any] = {}
         for name, blobs in cases.items():
@@ -361,13 +197,6 @@ async def _handler_cost(config_path: Path, cases: dict[str, list[bytes]], log_pa
                 "statuses": {str(k): v for k, v in statuses.items()},
             }
         return results
-    finally:
-        if mirror is not None:
-            await mirror.stop()
-        for k in keys:
-            await k.close()
-        structlog.reset_defaults()
-        log_file.close()
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -385,10 +214,10 @@ def routes() -> list[dict[str, Any]]:
     ]
 
 
-class Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
-        self.args = args
-        self.workdir = workdir
+class AuthzBench(Bench):
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        super().__init__(args, run)
+        workdir = self.workdir
         self.redis: RedisServer | None = None
         self.authz: ExtAuthzProcess | None = None
         self.stack: GatewayStack | None = None
@@ -405,7 +234,7 @@ class Bench:
 
     # setup / teardown
 
-    def prepare_tokens(self, wanted: list[Scenario]) -> dict[str, Any]:
+    def prepare_tokens(self, wanted: list[AuthzScenario]) -> dict[str, Any]:
         info: dict[str, Any] = {}
         ttl = 4 * 3600
         kinds = {s.token for s in wanted}
@@ -434,15 +263,9 @@ class Bench:
             extra["tracing"] = tracing
         if self.args.authz_timeout:
             extra["extAuthz"]["timeout"] = self.args.authz_timeout
-        stack = GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra)
-        stack.commit_routes({"routes.yaml": routes()})
-        try:
-            stack.start(wait_path="/open/direct")
-            for path in ("/open/echo", "/auth/echo", "/auth/direct"):
-                stack.wait_status(path, 401 if path.startswith("/auth") and name != "trivial-stack" else 200)
-        except BaseException:
-            stack.stop()
-            raise
+        stack = self.gateway(name, routes(), wait_path="/open/direct", extra=extra)
+        for path in ("/open/echo", "/auth/echo", "/auth/direct"):
+            stack.wait_status(path, 401 if path.startswith("/auth") and name != "trivial-stack" else 200)
         return stack
 
     def authz_config(self) -> dict[str, Any]:
@@ -460,21 +283,16 @@ class Bench:
     def start(self) -> dict[str, Any]:
         started = time.monotonic()
         if not self.args.no_redis:
-            self.redis = RedisServer.start(log_dir=self.workdir / "redis")
-        self.authz = ExtAuthzProcess(self.workdir / "authz", self.authz_config()).start()
+            self.redis = self.parts.add(RedisServer.start(log_dir=self.workdir / "redis"))
+        self.authz = self.parts.add(ExtAuthzProcess(self.workdir / "authz", self.authz_config())).start()
         self.stack = self._gateway("stack", self.authz.address)
         return {"start_s": round(time.monotonic() - started, 2)}
 
     def start_trivial(self) -> None:
-        """A second gateway whose ext_authz is TRIVIAL_SERVER (started on first use)."""
+        """A second gateway whose ext_authz is bench.standins.trivial's (started on first use)."""
         if self.trivial_stack is not None:
             return
-        script = self.workdir / "trivial_authz.py"
-        script.write_text(TRIVIAL_SERVER)
-        port = free_port()
-        self.trivial = ManagedProcess.start([sys.executable, str(script), f"127.0.0.1:{port}"], name="trivial-authz",
-                                            log_dir=self.workdir / "trivial", cwd=REPO_ROOT)
-        self.trivial.wait_until(lambda: port_open(port), 30, f"trivial ext_authz on :{port}")
+        self.trivial, port = self.start_standin("trivial", "authz", log_name="trivial-authz")
         self.trivial_stack = self._gateway("trivial-stack", f"127.0.0.1:{port}")
 
     def start_traced(self) -> None:
@@ -482,21 +300,13 @@ class Bench:
         receiver in this process (started on first use)."""
         if self.traced_stack is not None:
             return
-        self.receiver = OtlpReceiver().start()
+        self.receiver = self.parts.add(OtlpReceiver()).start()
         config = {**self.authz_config(), "tracing": {"otlpAddress": self.receiver.address, "serviceName": "bench-ext-authz"}}
-        self.traced_authz = ExtAuthzProcess(self.workdir / "traced-authz", config, name="traced-authz").start()
+        self.traced_authz = self.parts.add(ExtAuthzProcess(self.workdir / "traced-authz", config, name="traced-authz")).start()
         tracing = {"otlpAddress": self.receiver.address, "samplingPercent": 100, "serviceName": "bench-gateway"}
         self.traced_stack = self._gateway("traced-stack", self.traced_authz.address, tracing)
 
-    def stop(self) -> None:
-        for part in (self.traced_stack, self.traced_authz, self.receiver, self.trivial_stack, self.trivial, self.stack, self.authz, self.redis):
-            if part is not None:
-                try:
-                    part.stop()
-                except Exception as exc:  # keep stopping the others
-                    progress(f"stopping {part!r}: {exc}")
-
-    def preflight(self, scenario: Scenario) -> None:
+    def preflight(self, scenario: AuthzScenario) -> None:
         """One request with this scenario's kind of token, before the load: right status?"""
         stack = self._stack(scenario)
         assert stack is not None
@@ -511,27 +321,24 @@ class Bench:
 
     # one wrk run
 
-    def wrk(self, scenario: Scenario, duration: int, log_name: str) -> dict[str, Any]:
+    def wrk(self, scenario: AuthzScenario, duration: int, log_name: str) -> dict[str, Any]:
         stack = self._stack(scenario)
         assert stack is not None
         url = f"http://127.0.0.1:{stack.listener_port}{scenario.path}"
-        argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s",
-                "--timeout", "5s", "--latency"]
+        load = {"threads": self.args.threads, "connections": self.args.connections, "duration": duration}
         if scenario.token.startswith("cold_"):
-            argv += ["-s", str(self.tokens_lua), url, "--", str(self.token_files[scenario.token]), str(self.args.threads)]
+            argv = wrk_command(url, **load, script=self.tokens_lua, script_args=(str(self.token_files[scenario.token]), str(self.args.threads)))
         else:
             header = self.headers[scenario.token]
-            if header:
-                argv += ["-H", f"Authorization: {header}"]
-            argv += ["-s", str(self.static_lua), url]
+            argv = wrk_command(url, **load, script=self.static_lua, headers=(f"Authorization: {header}",) if header else ())
         return run_wrk(argv, duration, self.workdir, log_name)
 
-    def _stack(self, scenario: Scenario) -> GatewayStack | None:
+    def _stack(self, scenario: AuthzScenario) -> GatewayStack | None:
         if scenario.traced:
             return self.traced_stack
         return self.trivial_stack if scenario.trivial else self.stack
 
-    def run(self, scenario: Scenario, *, profile: bool) -> dict[str, Any]:
+    def run(self, scenario: AuthzScenario, *, profile: bool) -> dict[str, Any]:
         if scenario.trivial:
             progress("starting the second gateway (trivial grpc.aio ext_authz)")
             self.start_trivial()
@@ -547,21 +354,17 @@ class Bench:
         authz_pid = service.pid
         envoy_pid = stack.envoy.pid
         upstream_pid = stack.upstreams["svc-a"].pid
-        profiler = None
+        sampler = None
         if profile:
-            profiler = pyspy.Profiler(authz_pid, Path(self.args.profile_dir) / f"authz-{scenario.name}.txt", self.args.profile_rate,
-                                      summarise_profile)
+            sampler = profiler.Profiler(authz_pid, Path(self.args.profile_dir) / f"authz-{scenario.name}.txt", self.args.profile_rate,
+                                        summarise_profile)
         before = decisions(authz)
         envoy_before = envoy_authz_stats(stack)
-        cpu_before = {"authz": cpu_seconds(authz_pid), "envoy": cpu_seconds(envoy_pid), "upstream": cpu_seconds(upstream_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds()}
         switches_before = context_switches(authz_pid)
         authz_system_before = cpu_times(authz_pid)[1]
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        window = CpuWindow({"authz": authz_pid, "envoy": envoy_pid, "upstream": upstream_pid})
         load = self.wrk(scenario, self.args.duration, scenario.name)
-        wall = time.monotonic() - wall
-        cpu = {"authz": cpu_seconds(authz_pid) - cpu_before["authz"], "envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"],
-               "upstream": cpu_seconds(upstream_pid) - cpu_before["upstream"], "wrk": children_cpu_seconds() - cpu_before["wrk"], "machine": machine_busy_seconds() - cpu_before["machine"]}
+        cpu = window.used()
         switches = context_switches(authz_pid) - switches_before
         authz_system = cpu_times(authz_pid)[1] - authz_system_before
         made = decisions(authz) - before
@@ -578,25 +381,17 @@ class Bench:
             checks = sum(made.values())
             result["checks_counted_by"] = "gatehouse_authz_decisions_total delta"
             result["decisions"] = dict(sorted(made.items()))
-        expected_errors = requests if scenario.expect_status >= 400 else 0
-        result["status_as_expected"] = abs(load["status_errors"] - expected_errors) <= max(1, requests // 1000)
+        result["status_as_expected"] = scenario.status_as_expected(load)
         result["checks"] = checks
-        result["envoy_ext_authz"] = {k: v - envoy_before.get(k, 0) for k, v in envoy_after.items() if v - envoy_before.get(k, 0)}
+        result["envoy_ext_authz"] = delta(envoy_before, envoy_after)
         result["checks_per_s"] = round(checks / load["duration_s"], 1) if checks else None
         result["cpu"] = {
             "ext_authz_us_per_check": round(cpu["authz"] * 1e6 / checks, 1) if checks else None,
-            "ext_authz_cores": round(cpu["authz"] / wall, 3),
+            "ext_authz_cores": round(cpu["authz"] / cpu["wall"], 3),
             "ext_authz_kernel_share": round(authz_system / cpu["authz"], 3) if cpu["authz"] else None,
             "ext_authz_context_switches_per_check": round(switches / checks, 2) if checks else None,
-            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / max(1, requests), 1),
-            "envoy_cores": round(cpu["envoy"] / wall, 3),
-            "upstream_us_per_request": round(cpu["upstream"] * 1e6 / max(1, requests), 1),
-            "upstream_cores": round(cpu["upstream"] / wall, 3),
-            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / max(1, requests), 1),
-            "wrk_cores": round(cpu["wrk"] / wall, 3),
-            "machine_busy_cores": round(cpu["machine"] / wall, 3),
-            "other_processes_cores": round((cpu["machine"] - cpu["authz"] - cpu["envoy"] - cpu["upstream"] - cpu["wrk"]) / wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            **request_costs(cpu, ("envoy", "upstream", "wrk"), requests),
+            **machine_costs(cpu, ("authz", "envoy", "upstream", "wrk"), window.load_average),
         }
         if scenario.token.startswith("cold_"):
             tokens = self.args.cold_tokens
@@ -611,9 +406,9 @@ class Bench:
             result["spans_received"] = dict(sorted(Counter(s.service for s in spans).items()))
             result["ext_authz_spans_dropped"] = {r: authz.metric("gatehouse_tracing_spans_dropped_total", reason=r)
                                                  for r in ("queue_full", "export_failed")}
-        if profiler is not None:
+        if sampler is not None:
             result["profiled"] = True
-            result["profile"] = profiler.stop()
+            result["profile"] = sampler.stop()
         if not scenario.calls_authz and checks:
             result["warning"] = "ext_authz made decisions on a route where it is disabled"
         progress(
@@ -644,10 +439,6 @@ class Bench:
         return asyncio.run(_handler_cost(self.authz.config_path, cases, self.workdir / "handler-cost.log"))
 
 
-def ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 HANDLER_CASE = {"warm_direct": "warm", "warm_echo": "warm", "cold_rs256_direct": "cold_rs256", "cold_es256_direct": "cold_es256",
                 "deny_bad_signature": "bad_signature", "deny_malformed": "malformed"}
 
@@ -675,6 +466,21 @@ def decomposition(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -
     return rows
 
 
+RPS_RATIOS = (
+    ("open_echo", "open_direct"),
+    ("warm_direct", "open_direct"),
+    ("warm_echo", "open_echo"),
+    ("cold_rs256_direct", "open_direct"),
+    ("cold_es256_direct", "open_direct"),
+    ("deny_bad_signature", "open_direct"),
+    ("deny_malformed", "open_direct"),
+    ("trivial_grpc_direct", "open_direct"),
+    ("warm_direct", "trivial_grpc_direct"),
+    ("warm_direct_traced", "warm_direct"),
+)
+"""Requests/s ratios of the same run, reported as ``<a>_over_<b>``."""
+
+
 def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> dict[str, Any]:
     def rps(name: str) -> float | None:
         return results[name]["rps"] if name in results else None
@@ -688,20 +494,9 @@ def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> di
         "envoy_ceiling_p50_ms": p50("open_direct"),
         "proxied_no_authz_p50_ms": p50("open_echo"),
     }
-    ratios = {
-        "open_echo_over_open_direct": ratio(rps("open_echo"), rps("open_direct")),
-        "warm_direct_over_open_direct": ratio(rps("warm_direct"), rps("open_direct")),
-        "warm_echo_over_open_echo": ratio(rps("warm_echo"), rps("open_echo")),
-        "cold_rs256_direct_over_open_direct": ratio(rps("cold_rs256_direct"), rps("open_direct")),
-        "cold_es256_direct_over_open_direct": ratio(rps("cold_es256_direct"), rps("open_direct")),
-        "cold_rs256_over_warm_direct": ratio(rps("cold_rs256_direct"), rps("warm_direct")),
-        "cold_es256_over_warm_direct": ratio(rps("cold_es256_direct"), rps("warm_direct")),
-        "deny_bad_signature_over_open_direct": ratio(rps("deny_bad_signature"), rps("open_direct")),
-        "deny_malformed_over_open_direct": ratio(rps("deny_malformed"), rps("open_direct")),
-        "trivial_grpc_direct_over_open_direct": ratio(rps("trivial_grpc_direct"), rps("open_direct")),
-        "warm_direct_over_trivial_grpc_direct": ratio(rps("warm_direct"), rps("trivial_grpc_direct")),
-        "warm_direct_traced_over_warm_direct": ratio(rps("warm_direct_traced"), rps("warm_direct")),
-    }
+    ratios = {f"{a}_over_{b}": ratio(rps(a), rps(b)) for a, b in RPS_RATIOS}
+    ratios["cold_rs256_over_warm_direct"] = ratio(rps("cold_rs256_direct"), rps("warm_direct"))
+    ratios["cold_es256_over_warm_direct"] = ratio(rps("cold_es256_direct"), rps("warm_direct"))
     added = {
         f"{name}_p50_added_ms": round(p50(name) - p50(base), 3)  # type: ignore[operator]
         for name, base in (("warm_direct", "open_direct"), ("warm_echo", "open_echo"), ("cold_rs256_direct", "open_direct"),
@@ -740,17 +535,9 @@ def summarise(results: dict[str, dict[str, Any]], handler: dict[str, Any]) -> di
             "table": table, "cpu_per_check_decomposition": decomposition(results, handler)}
 
 
-def machine() -> dict[str, Any]:
-    return describe(("grpcio", "protobuf", "PyJWT", "cryptography", "prometheus-client", "structlog"),
-                    ("ext_authz", "gatehouse", "control_plane"))
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per scenario (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load on open_direct and warm_direct first (0: none)")
+    add_wrk_arguments(parser, duration=10, threads=2, warmup_help="seconds of unmeasured load on open_direct and warm_direct first (0: none)")
     parser.add_argument("--scenarios", default=",".join(s.name for s in SCENARIOS), help="comma-separated, in this order (default: all)")
     parser.add_argument("--cold-tokens", type=int, default=50_000, help="pre-generated tokens per cold scenario (default: %(default)s)")
     parser.add_argument("--no-redis", action="store_true", help="run ext_authz without revocation (no Redis, no mirror)")
@@ -758,17 +545,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-dir", help="py-spy record --native on ext_authz during each scenario that calls it (perturbs the numbers)")
     parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (default: %(default)s)")
     parser.add_argument("--handler-checks", type=int, default=2000, help="calls per case of the in-process Check measurement (0: skip)")
-    parser.add_argument("--workdir", help="where tokens, configs and logs go (default: a temporary directory, removed unless --keep)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument("--tracing", action="store_true",
                         help="also warm_direct_traced: a third gateway with tracing on and ext_authz reporting spans to an OTLP receiver "
                              "(the untraced warm_direct is the baseline of the same run)")
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    unknown = [n for n in args.scenarios.split(",") if n and n not in BY_NAME]
-    if unknown:
-        parser.error(f"unknown scenarios {unknown}; known: {', '.join(BY_NAME)}")
-    if args.connections < args.threads:
-        parser.error("--connections must be at least --threads")
+    chosen(parser, args.scenarios, BY_NAME)
+    check_wrk_arguments(parser, args)
     return args
 
 
@@ -780,16 +563,11 @@ def main(argv: list[str] | None = None) -> int:
         if "warm_direct" not in [s.name for s in wanted]:
             wanted.append(BY_NAME["warm_direct"])
         wanted += [s for s in TRACED if s not in wanted]
-    workdir = work_directory(args.workdir, "gatehouse-authz-")
-    progress(f"work directory {workdir}")
-    report: dict[str, Any] = {
-        "benchmark": "authz",
-        "command": command_line(argv),
-        "settings": {
-            "duration_s": args.duration,
-            "connections": args.connections,
-            "wrk_threads": args.threads,
-            "warmup_s": args.warmup,
+    results: dict[str, dict[str, Any]] = {}
+    with Run("authz", argv, args, progress) as run:
+        report = run.report
+        report["settings"] = {
+            **wrk_settings(args),
             "envoy_concurrency": ENVOY_CONCURRENCY,
             "cold_tokens": args.cold_tokens,
             "revocation": "redis mirror (local, no Redis round trip per check)" if not args.no_redis else "off",
@@ -797,13 +575,10 @@ def main(argv: list[str] | None = None) -> int:
             "profiled": bool(args.profile_dir),
             "tracing": "warm_direct_traced: Envoy samplingPercent 100, ext_authz tracing: on, OTLP receiver in the bench process" if args.tracing else "off",
             "upstream": "examples/upstream/echo.py (Python/aiohttp), one process",
-        },
-        "machine": machine(),
-    }
-    started = time.monotonic()
-    bench = Bench(args, workdir)
-    results: dict[str, dict[str, Any]] = {}
-    try:
+        }
+        report["machine"] = describe(("grpcio", "protobuf", "PyJWT", "cryptography", "prometheus-client", "structlog"),
+                                     ("ext_authz", "gatehouse", "control_plane"))
+        bench = AuthzBench(args, run)
         report["tokens"] = bench.prepare_tokens(wanted)
         progress("starting Redis, ext_authz, control plane, Envoy, upstream")
         report["stack"] = bench.start()
@@ -817,14 +592,8 @@ def main(argv: list[str] | None = None) -> int:
             report["handler_in_process"] = bench.handler_cost(args.handler_checks)
             for name, case in report["handler_in_process"].items():
                 progress(f"  {name:<14} Check {case['check_us']} us + parse {case['parse_request_us']} us + serialize {case['serialize_response_us']} us")
-    finally:
-        bench.stop()
-        report["wall_s"] = round(time.monotonic() - started, 1)
-        if not args.keep and not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    report.update(summarise(results, report.get("handler_in_process", {})))
-    report["scenarios"] = list(results.values())
-    print_report(report)
+    summary = summarise(results, report.get("handler_in_process", {}))
+    run.print(**summary, scenarios=list(results.values()))
     return 0
 
 

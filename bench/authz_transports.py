@@ -18,7 +18,7 @@ differ only in the ``envoy.filters.http.ext_authz`` filter in front of the route
     proxy_uvloop_httptools     reference, no ext_authz: the route proxies to the uvloop+httptools server
                                instead (what one upstream HTTP/1.1 exchange costs Envoy's router)
 
-Every authorization server is its own process (``python bench/authz_transports.py --serve
+Every authorization server is its own process (``python -m bench.standins.authz_servers
 KIND --port P``), single-threaded except grpc.aio's own threads. Each one reads the check
 request's method, path and ``authorization`` header and answers 200 with ``x-user-id: alice``
 when the header starts with ``Bearer `` (401 otherwise); keep-alive unless the request says
@@ -44,8 +44,8 @@ from the authorization server become for the client, and which headers reach the
 the client, with the top-level ``allowed_headers``, the deprecated
 ``authorization_request.allowed_headers`` and with neither.
 
-    .venv/bin/python bench/authz_transports.py                           # all, 10 s, 2 rounds
-    .venv/bin/python bench/authz_transports.py --duration 5 --rounds 3 --scenarios baseline_direct,http_uvloop_httptools,grpc_aio
+    .venv/bin/python -m bench.authz_transports                           # all, 10 s, 2 rounds
+    .venv/bin/python -m bench.authz_transports --duration 5 --rounds 3 --scenarios baseline_direct,http_uvloop_httptools,grpc_aio
 
 One JSON document goes to stdout; progress to stderr.
 """
@@ -53,430 +53,64 @@ One JSON document goes to stdout; progress to stderr.
 from __future__ import annotations
 
 import argparse
+import functools
+import http.client
 import json
-import os
-import shutil
-import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
+from bench.kit.envoy_config import address, router_filter
+from bench.kit.machine import describe
+from bench.kit.metrics import delta
+from bench.kit.processes import CpuWindow, context_switches, cpu_times, machine_costs, request_costs
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen, round_order
+from bench.kit.stats import median, spread_pct
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command
+from bench.standins.authz_servers import PROBE_SLOW_S
+from tests.harness.envoy import EnvoyProcess
+from tests.harness.ports import free_port
+from tests.harness.processes import ManagedProcess, port_open
 
 CHECK_PREFIX = "/check"
 """http_service.path_prefix: the check request's path is this + the original path."""
 PROBE_TIMEOUT_MS = 250
-PROBE_SLOW_S = 0.6
+LOAD_PATH = "/api/thing"
 
-
-def progress(message: str) -> None:
-    print(f"[authz_transports {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# == the authorization servers (run in their own processes) =============================
-
-OK_RESPONSE = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\n\r\n"
-DENY_RESPONSE = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nwww-authenticate: Bearer\r\n\r\n"
-BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-MAX_HEAD = 64 * 1024
-
-
-def allowed(method: bytes, path: bytes | None, authorization: bytes | None) -> bool:
-    """The whole 'policy': a bearer token on a check request (method and path are read, as a
-    real policy would, but any method passes)."""
-    return bool(method) and path is not None and path.startswith(b"/") and authorization is not None and authorization.startswith(b"Bearer ")
-
-
-def _raw_protocol() -> type:
-    import asyncio
-
-    class RawProtocol(asyncio.Protocol):
-        """A minimal HTTP/1.1 request parser by hand: request line, headers, Content-Length body
-        skipped, keep-alive. A lower bound for what parsing costs in Python, not production code."""
-
-        def connection_made(self, transport: Any) -> None:
-            self.transport = transport
-            self.buffer = b""
-
-        def data_received(self, data: bytes) -> None:
-            buffer = self.buffer + data if self.buffer else data
-            out = []
-            close = False
-            while True:
-                end = buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    if len(buffer) > MAX_HEAD:
-                        out.append(BAD_REQUEST)
-                        close = True
-                    break
-                lines = buffer[:end].split(b"\r\n")
-                parts = lines[0].split(b" ")
-                if len(parts) != 3:
-                    out.append(BAD_REQUEST)
-                    close = True
-                    break
-                method, path, version = parts
-                authorization = None
-                length = 0
-                close = version != b"HTTP/1.1"
-                bad = False
-                for line in lines[1:]:
-                    name, _, value = line.partition(b":")
-                    name = name.lower()
-                    if name == b"authorization":
-                        authorization = value.strip()
-                    elif name == b"content-length":
-                        try:
-                            length = int(value)
-                        except ValueError:
-                            bad = True
-                    elif name == b"connection":
-                        close = value.strip().lower() == b"close"
-                    elif name == b"transfer-encoding":
-                        bad = True  # not needed for Envoy's check requests
-                if bad:
-                    out.append(BAD_REQUEST)
-                    close = True
-                    break
-                total = end + 4 + length
-                if len(buffer) < total:
-                    break  # wait for the body
-                buffer = buffer[total:]
-                out.append(OK_RESPONSE if allowed(method, path, authorization) else DENY_RESPONSE)
-                if close:
-                    break
-            self.buffer = buffer
-            if out:
-                self.transport.write(b"".join(out) if len(out) > 1 else out[0])
-            if close:
-                self.transport.close()
-
-    return RawProtocol
-
-
-def _httptools_protocol() -> type:
-    import asyncio
-
-    import httptools
-
-    class HttptoolsProtocol(asyncio.Protocol):
-        """asyncio.Protocol + httptools' llhttp parser; the response is constant bytes."""
-
-        def connection_made(self, transport: Any) -> None:
-            self.transport = transport
-            self.parser = httptools.HttpRequestParser(self)
-            self.url: bytes | None = None
-            self.authorization: bytes | None = None
-
-        def data_received(self, data: bytes) -> None:
-            try:
-                self.parser.feed_data(data)
-            except httptools.HttpParserUpgrade:
-                self.transport.write(BAD_REQUEST)
-                self.transport.close()
-            except httptools.HttpParserError:
-                self.transport.write(BAD_REQUEST)
-                self.transport.close()
-
-        # parser callbacks
-        def on_message_begin(self) -> None:
-            self.url = None
-            self.authorization = None
-
-        def on_url(self, url: bytes) -> None:
-            self.url = url if self.url is None else self.url + url
-
-        def on_header(self, name: bytes, value: bytes) -> None:
-            if len(name) == 13 and name.lower() == b"authorization":
-                self.authorization = value
-
-        def on_message_complete(self) -> None:
-            ok = allowed(self.parser.get_method(), self.url, self.authorization)
-            self.transport.write(OK_RESPONSE if ok else DENY_RESPONSE)
-            if not self.parser.should_keep_alive():
-                self.transport.close()
-
-    return HttptoolsProtocol
-
-
-def _h11_protocol() -> type:
-    import asyncio
-
-    import h11
-
-    ok_headers = [(b"content-length", b"0"), (b"x-user-id", b"alice")]
-    deny_headers = [(b"content-length", b"0"), (b"www-authenticate", b"Bearer")]
-
-    class H11Protocol(asyncio.Protocol):
-        """asyncio.Protocol + h11: h11 parses the request and serializes the response."""
-
-        def connection_made(self, transport: Any) -> None:
-            self.transport = transport
-            self.conn = h11.Connection(h11.SERVER)
-            self.ok = False
-
-        def data_received(self, data: bytes) -> None:
-            conn = self.conn
-            conn.receive_data(data)
-            out = []
-            while True:
-                try:
-                    event = conn.next_event()
-                except h11.RemoteProtocolError:
-                    out.append(BAD_REQUEST)
-                    self.transport.write(b"".join(out))
-                    self.transport.close()
-                    return
-                if event is h11.NEED_DATA or event is h11.PAUSED:
-                    break
-                if isinstance(event, h11.Request):
-                    authorization = None
-                    for name, value in event.headers:  # names are lowercased by h11
-                        if name == b"authorization":
-                            authorization = value
-                    self.ok = allowed(event.method, event.target, authorization)
-                elif isinstance(event, h11.EndOfMessage):
-                    if self.ok:
-                        out.append(conn.send(h11.Response(status_code=200, headers=ok_headers)))
-                    else:
-                        out.append(conn.send(h11.Response(status_code=401, headers=deny_headers)))
-                    out.append(conn.send(h11.EndOfMessage()))
-                    if conn.our_state is h11.MUST_CLOSE:
-                        self.transport.write(b"".join(out))
-                        self.transport.close()
-                        return
-                    conn.start_next_cycle()
-                elif isinstance(event, h11.ConnectionClosed):
-                    break
-            if out:
-                self.transport.write(b"".join(out))
-
-    return H11Protocol
-
-
-def _probe_protocol(dump: Path) -> type:
-    """The probe's server: logs every connection and raw request head (JSON lines) and answers
-    by the path's last segment."""
-    import asyncio
-
-    log = open(dump, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
-
-    def answer(path: str) -> tuple[bytes, float]:
-        case = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-        delay = 0.0
-        if case == "allow" or case == "keepalive":
-            head = (b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nx-not-allowed: leaked\r\n"
-                    b"x-client-visible: maybe\r\nset-cookie: s=1\r\n\r\n")
-        elif case == "allow-nouser":
-            head = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
-        elif case == "allow-close":
-            head = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nx-user-id: alice\r\nconnection: close\r\n\r\n"
-        elif case == "allow-body":
-            head = b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\nx-user-id: alice\r\n\r\nignored"
-        elif case == "status204":
-            head = b"HTTP/1.1 204 No Content\r\nx-user-id: alice\r\n\r\n"
-        elif case == "status302":
-            head = b"HTTP/1.1 302 Found\r\ncontent-length: 0\r\nlocation: https://login.example/\r\nx-reason: login\r\n\r\n"
-        elif case == "deny401":
-            body = b"token expired"
-            head = (b"HTTP/1.1 401 Unauthorized\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n"
-                    b"www-authenticate: Bearer realm=\"gatehouse\", error=\"invalid_token\"\r\nx-reason: expired\r\n\r\n%s" % (len(body), body))
-        elif case == "deny403":
-            head = b"HTTP/1.1 403 Forbidden\r\ncontent-length: 9\r\nx-reason: scope\r\n\r\nforbidden"
-        elif case == "status500":
-            head = b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\n\r\nboom"
-        elif case == "slow":
-            head = OK_RESPONSE
-            delay = PROBE_SLOW_S
-        else:
-            head = OK_RESPONSE
-        return head, delay
-
-    class ProbeProtocol(asyncio.Protocol):
-        def connection_made(self, transport: Any) -> None:
-            self.transport = transport
-            self.buffer = b""
-            self.peer = transport.get_extra_info("peername")
-            log.write(json.dumps({"event": "connect", "peer": list(self.peer)}) + "\n")
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            log.write(json.dumps({"event": "close", "peer": list(self.peer)}) + "\n")
-
-        def data_received(self, data: bytes) -> None:
-            self.buffer += data
-            while True:
-                end = self.buffer.find(b"\r\n\r\n")
-                if end < 0:
-                    return
-                head = self.buffer[:end].decode("latin-1")
-                length = 0
-                for line in head.split("\r\n")[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                if len(self.buffer) < end + 4 + length:
-                    return
-                body = self.buffer[end + 4:end + 4 + length]
-                self.buffer = self.buffer[end + 4 + length:]
-                path = head.split(" ", 2)[1]
-                log.write(json.dumps({"event": "request", "peer": list(self.peer), "head": head, "body": body.decode("latin-1")}) + "\n")
-                response, delay = answer(path)
-                close = b"connection: close" in response
-                if delay:
-                    asyncio.get_running_loop().call_later(delay, self.reply, response, close)
-                else:
-                    self.reply(response, close)
-
-        def reply(self, response: bytes, close: bool) -> None:
-            if self.transport.is_closing():
-                log.write(json.dumps({"event": "reply-on-closed", "peer": list(self.peer)}) + "\n")
-                return
-            self.transport.write(response)
-            if close:
-                self.transport.close()
-
-    return ProbeProtocol
-
-
-def serve_protocol(kind: str, port: int, use_uvloop: bool, dump: Path | None) -> None:
-    import asyncio
-
-    factory: Any
-    if kind == "raw":
-        factory = _raw_protocol()
-    elif kind == "httptools":
-        factory = _httptools_protocol()
-    elif kind == "h11":
-        factory = _h11_protocol()
-    elif kind == "probe":
-        assert dump is not None
-        factory = _probe_protocol(dump)
-    else:
-        raise SystemExit(f"unknown protocol {kind}")
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        server = await loop.create_server(factory, "127.0.0.1", port, backlog=1024)
-        print(f"serving {kind} on 127.0.0.1:{port} loop={type(loop).__module__}.{type(loop).__name__}", flush=True)
-        await server.serve_forever()
-
-    if use_uvloop:
-        import uvloop
-
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
-
-
-def serve_aiohttp(port: int, use_uvloop: bool) -> None:
-    import asyncio
-
-    from aiohttp import web
-
-    ok_headers = {"x-user-id": "alice"}
-    deny_headers = {"www-authenticate": "Bearer"}
-
-    async def handler(request: web.BaseRequest) -> web.StreamResponse:
-        authorization = request.headers.get("authorization")
-        method, path = request.method, request.path
-        if method and path.startswith("/") and authorization is not None and authorization.startswith("Bearer "):
-            return web.Response(status=200, headers=ok_headers)
-        return web.Response(status=401, headers=deny_headers)
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        server = web.Server(handler, access_log=None)
-        listener = await loop.create_server(server, "127.0.0.1", port, backlog=1024)
-        print(f"serving aiohttp.web.Server on 127.0.0.1:{port} loop={type(loop).__module__}.{type(loop).__name__}", flush=True)
-        await listener.serve_forever()
-
-    if use_uvloop:
-        import uvloop
-
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
-
-
-def serve_grpc(port: int) -> None:
-    import asyncio
-
-    import grpc
-    from envoy.config.core.v3 import base_pb2
-    from envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
-    from envoy.type.v3 import http_status_pb2
-    from google.rpc import code_pb2, status_pb2
-
-    overwrite = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
-    ok = external_auth_pb2.CheckResponse(
-        status=status_pb2.Status(code=code_pb2.OK),
-        ok_response=external_auth_pb2.OkHttpResponse(headers=[
-            base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key="x-user-id", value="alice"), append_action=overwrite)]))
-    denied = external_auth_pb2.CheckResponse(
-        status=status_pb2.Status(code=code_pb2.UNAUTHENTICATED),
-        denied_response=external_auth_pb2.DeniedHttpResponse(
-            status=http_status_pb2.HttpStatus(code=http_status_pb2.Unauthorized),
-            headers=[base_pb2.HeaderValueOption(header=base_pb2.HeaderValue(key="www-authenticate", value="Bearer"))]))
-
-    class Trivial(external_auth_pb2_grpc.AuthorizationServicer):  # type: ignore[misc]
-        async def Check(self, request: Any, context: Any) -> Any:
-            http = request.attributes.request.http
-            authorization = http.headers.get("authorization")
-            if http.method and http.path.startswith("/") and authorization is not None and authorization.startswith("Bearer "):
-                return ok
-            return denied
-
-    async def main() -> None:
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
-        external_auth_pb2_grpc.add_AuthorizationServicer_to_server(Trivial(), server)
-        server.add_insecure_port(f"127.0.0.1:{port}")
-        await server.start()
-        print(f"serving grpc.aio Authorization on 127.0.0.1:{port}", flush=True)
-        await server.wait_for_termination()
-
-    asyncio.run(main())
-
-
-def serve(kind: str, port: int, dump: Path | None) -> None:
-    if kind == "grpc_aio":
-        serve_grpc(port)
-    elif kind in ("aiohttp_lowlevel", "aiohttp_lowlevel_uvloop"):
-        serve_aiohttp(port, kind.endswith("_uvloop"))
-    elif kind == "probe":
-        serve_protocol("probe", port, False, dump)
-    else:
-        loop, _, protocol = kind.partition("_")
-        serve_protocol(protocol, port, loop == "uvloop", dump)
+progress = Progress("authz_transports")
 
 
 # == the benchmark ======================================================================
 
 
-SCENARIOS: dict[str, dict[str, Any]] = {
-    "baseline_direct": {"transport": None, "description": "Envoy's direct_response alone, no ext_authz (baseline A)"},
-    "http_asyncio_raw": {"transport": "http", "server": "asyncio_raw", "description": "stdlib asyncio.Protocol + minimal hand parser (lower bound)"},
-    "http_uvloop_raw": {"transport": "http", "server": "uvloop_raw", "description": "uvloop + minimal hand parser (lower bound)"},
-    "http_asyncio_httptools": {"transport": "http", "server": "asyncio_httptools", "description": "stdlib asyncio.Protocol + httptools"},
-    "http_uvloop_httptools": {"transport": "http", "server": "uvloop_httptools", "description": "uvloop + httptools (asyncio.Protocol)"},
-    "http_uvloop_h11": {"transport": "http", "server": "uvloop_h11", "description": "uvloop + h11 (asyncio.Protocol)"},
-    "http_aiohttp_lowlevel": {"transport": "http", "server": "aiohttp_lowlevel", "description": "aiohttp.web.Server (low-level), stdlib asyncio loop"},
-    "http_aiohttp_lowlevel_uvloop": {"transport": "http", "server": "aiohttp_lowlevel_uvloop", "description": "aiohttp.web.Server (low-level) on uvloop"},
-    "grpc_aio": {"transport": "grpc", "server": "grpc_aio", "description": "ext_authz grpc_service: trivial grpc.aio Authorization servicer"},
-    "proxy_uvloop_httptools": {"transport": "proxy", "server": "uvloop_httptools",
-                               "description": "reference, no ext_authz: Envoy proxies the request to the uvloop+httptools server as its upstream "
-                                              "(what one upstream HTTP/1.1 exchange costs Envoy's router)"},
-}
-SERVER_KINDS = sorted({s["server"] for s in SCENARIOS.values() if s["transport"]} | {"probe"})
+@dataclass(frozen=True, kw_only=True)
+class TransportScenario(Scenario):
+    transport: str | None
+    """None (Envoy alone), http or grpc (an ext_authz filter calls ``server``), proxy (``server`` is the upstream)."""
+    server: str = ""
+    """The bench.standins.authz_servers kind (none for Envoy alone)."""
 
 
-def socket_address(port: int) -> dict[str, Any]:
-    return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
+def _scenario(name: str, transport: str | None, server: str, description: str) -> TransportScenario:
+    return TransportScenario(name=name, path=LOAD_PATH, description=description, transport=transport, server=server)
+
+
+SCENARIOS: dict[str, TransportScenario] = {s.name: s for s in (
+    _scenario("baseline_direct", None, "", "Envoy's direct_response alone, no ext_authz (baseline A)"),
+    _scenario("http_asyncio_raw", "http", "asyncio_raw", "stdlib asyncio.Protocol + minimal hand parser (lower bound)"),
+    _scenario("http_uvloop_raw", "http", "uvloop_raw", "uvloop + minimal hand parser (lower bound)"),
+    _scenario("http_asyncio_httptools", "http", "asyncio_httptools", "stdlib asyncio.Protocol + httptools"),
+    _scenario("http_uvloop_httptools", "http", "uvloop_httptools", "uvloop + httptools (asyncio.Protocol)"),
+    _scenario("http_uvloop_h11", "http", "uvloop_h11", "uvloop + h11 (asyncio.Protocol)"),
+    _scenario("http_aiohttp_lowlevel", "http", "aiohttp_lowlevel", "aiohttp.web.Server (low-level), stdlib asyncio loop"),
+    _scenario("http_aiohttp_lowlevel_uvloop", "http", "aiohttp_lowlevel_uvloop", "aiohttp.web.Server (low-level) on uvloop"),
+    _scenario("grpc_aio", "grpc", "grpc_aio", "ext_authz grpc_service: trivial grpc.aio Authorization servicer"),
+    _scenario("proxy_uvloop_httptools", "proxy", "uvloop_httptools",
+              "reference, no ext_authz: Envoy proxies the request to the uvloop+httptools server as its upstream "
+              "(what one upstream HTTP/1.1 exchange costs Envoy's router)"),
+)}
 
 
 def cluster(name: str, port: int, *, http2: bool, max_connections: int) -> dict[str, Any]:
@@ -485,7 +119,7 @@ def cluster(name: str, port: int, *, http2: bool, max_connections: int) -> dict[
         "name": name,
         "type": "STATIC",
         "connect_timeout": "1s",
-        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{"endpoint": {"address": socket_address(port)}}]}]},
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address(port)}}]}]},
         "circuit_breakers": {"thresholds": [{"max_connections": max_connections, "max_pending_requests": 4096, "max_requests": 4096}]},
         "typed_extension_protocol_options": {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
@@ -524,10 +158,7 @@ def ext_authz_filter(transport: str, cluster_name: str, port: int, timeout: str,
 
 def listener(name: str, port: int, authz: dict[str, Any] | None, *, echo: tuple[str, ...] = ("x-user-id",),
              upstream: str | None = None) -> dict[str, Any]:
-    filters = ([authz] if authz else []) + [{
-        "name": "envoy.filters.http.router",
-        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
-    }]
+    filters = ([authz] if authz else []) + [router_filter()]
     echoed = [{"header": {"key": f"x-seen-{h.removeprefix('x-')}", "value": f"%REQ({h})%"}} for h in echo]
     route: dict[str, Any] = {"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": {"inline_string": "ok"}}}
     if upstream is not None:
@@ -543,7 +174,7 @@ def listener(name: str, port: int, authz: dict[str, Any] | None, *, echo: tuple[
     }
     return {
         "name": name,
-        "address": socket_address(port),
+        "address": address(port),
         "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": hcm}]}],
     }
 
@@ -563,41 +194,28 @@ PROBE_CASES = {
 }
 
 
-class Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
-        self.args = args
-        self.workdir = workdir
+class TransportBench(Bench):
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        super().__init__(args, run)
         self.names = [n for n in args.scenarios.split(",") if n]
-        self.servers: dict[str, Any] = {}
+        self.servers: dict[str, ManagedProcess] = {}
         self.server_ports: dict[str, int] = {}
         self.listener_ports: dict[str, int] = {}
         self.envoy: Any = None
-        self.lua = workdir / "report.lua"
+        self.lua = self.workdir / "report.lua"
         self.lua.write_text(LUA_DONE)
-        self.probe_dump = workdir / "probe.jsonl"
+        self.probe_dump = self.workdir / "probe.jsonl"
 
     # -- processes -------------------------------------------------------------------
 
     def start(self) -> dict[str, Any]:
-        from tests.harness.envoy import EnvoyProcess
-        from tests.harness.ports import free_port
-        from tests.harness.processes import ManagedProcess, port_open
-
-        kinds = [SCENARIOS[n]["server"] for n in self.names if SCENARIOS[n]["transport"]]
+        kinds = [SCENARIOS[n].server for n in self.names if SCENARIOS[n].transport]
         if not self.args.no_probe:
             kinds.append("probe")
         started = time.monotonic()
         for kind in dict.fromkeys(kinds):
-            port = free_port()
-            argv = [sys.executable, str(Path(__file__).resolve()), "--serve", kind, "--port", str(port)]
-            if kind == "probe":
-                argv += ["--dump", str(self.probe_dump)]
-            process = ManagedProcess.start(argv, name=f"authz-{kind}", log_dir=self.workdir / "logs", cwd=REPO_ROOT)
-            self.servers[kind] = process
-            self.server_ports[kind] = port
-        for kind, process in self.servers.items():
-            port = self.server_ports[kind]
-            process.wait_until(lambda p=port: port_open(p), 30, f"{kind} on :{port}")
+            dump = ("--dump", str(self.probe_dump)) if kind == "probe" else ()
+            self.servers[kind], self.server_ports[kind] = self.start_standin("authz_servers", kind, *dump, log_name=f"authz-{kind}")
 
         listeners, clusters = [], []
         timeout = self.args.authz_timeout
@@ -606,16 +224,16 @@ class Bench:
             port = free_port()
             self.listener_ports[name] = port
             authz = None
-            if spec["transport"] == "proxy":
-                kind = spec["server"]
+            if spec.transport == "proxy":
+                kind = spec.server
                 clusters.append(cluster(f"upstream_{kind}", self.server_ports[kind], http2=False, max_connections=self.args.authz_connections))
                 listeners.append(listener(name, port, None, echo=(), upstream=f"upstream_{kind}"))
                 continue
-            if spec["transport"]:
-                kind = spec["server"]
-                http2 = spec["transport"] == "grpc"
+            if spec.transport:
+                kind = spec.server
+                http2 = spec.transport == "grpc"
                 clusters.append(cluster(f"authz_{kind}", self.server_ports[kind], http2=http2, max_connections=self.args.authz_connections))
-                authz = ext_authz_filter(spec["transport"], f"authz_{kind}", self.server_ports[kind], timeout)
+                authz = ext_authz_filter(spec.transport, f"authz_{kind}", self.server_ports[kind], timeout)
             listeners.append(listener(name, port, authz))
         if not self.args.no_probe:
             probe_port = self.server_ports["probe"]
@@ -629,13 +247,13 @@ class Bench:
                 listeners.append(listener(name, port, authz, echo=PROBE_ECHO))
         admin_port = free_port()
         bootstrap = {
-            "admin": {"address": socket_address(admin_port)},
+            "admin": {"address": address(admin_port)},
             "static_resources": {"listeners": listeners, "clusters": clusters},
         }
-        self.envoy = EnvoyProcess.start(bootstrap, log_dir=self.workdir / "envoy", admin_port=admin_port)
+        self.envoy = self.parts.add(EnvoyProcess.start(bootstrap, log_dir=self.workdir / "envoy", admin_port=admin_port))
         self.envoy.wait_live(30)
         for name, port in self.listener_ports.items():
-            self.envoy.process.wait_until(lambda p=port: port_open(p), 30, f"listener {name} on :{port}")
+            self.envoy.process.wait_until(functools.partial(port_open, port), 30, f"listener {name} on :{port}")
         log = Path(self.envoy.process.log_path).read_text(errors="replace")
         deprecated = sorted({line.split("Using deprecated option ", 1)[1].split(" ", 1)[0] for line in log.splitlines()
                              if "Using deprecated option " in line})
@@ -647,20 +265,10 @@ class Bench:
             "bootstrap": str(self.envoy.config_path),
         }
 
-    def stop(self) -> None:
-        for part in [self.envoy, *self.servers.values()]:
-            if part is not None:
-                try:
-                    part.stop()
-                except Exception as exc:  # keep stopping the others
-                    progress(f"stopping {part!r}: {exc}")
-
     # -- single requests -------------------------------------------------------------
 
     def get(self, listener_name: str, path: str, headers: dict[str, str], method: str = "GET", body: bytes | None = None,
             conn: Any = None) -> dict[str, Any]:
-        import http.client
-
         own = conn is None
         if own:
             conn = http.client.HTTPConnection("127.0.0.1", self.listener_ports[listener_name], timeout=10)
@@ -677,12 +285,12 @@ class Bench:
     def preflight(self, name: str) -> dict[str, Any]:
         """With the bearer header: 200 and (ext_authz scenarios) x-seen-user-id: alice; without: 401."""
         good = self.get(name, "/api/thing?x=1", {"Authorization": "Bearer x"})
-        transport = SCENARIOS[name]["transport"]
+        transport = SCENARIOS[name].transport
         seen = dict(good["headers"]).get("x-user-id" if transport == "proxy" else "x-seen-user-id")
         expected_seen = "alice" if transport else None
         if good["status"] != 200 or seen != expected_seen:
             raise RuntimeError(f"{name}: preflight with a bearer token: {good}")
-        if SCENARIOS[name]["transport"]:
+        if SCENARIOS[name].transport:
             bad = self.get(name, "/api/thing", {})
             if bad["status"] != 401:
                 raise RuntimeError(f"{name}: preflight without authorization: expected 401, got {bad}")
@@ -691,8 +299,6 @@ class Bench:
     # -- probe -----------------------------------------------------------------------
 
     def probe(self) -> dict[str, Any]:
-        import http.client
-
         def events(mark: int = 0) -> list[dict[str, Any]]:
             with open(self.probe_dump) as dump:
                 return [json.loads(line) for line in dump if line.strip()][mark:]
@@ -754,11 +360,10 @@ class Bench:
     # -- load --------------------------------------------------------------------------
 
     def wrk(self, name: str, duration: int, log_name: str, connections: int | None = None) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.listener_ports[name]}/api/thing"
+        url = f"http://127.0.0.1:{self.listener_ports[name]}{SCENARIOS[name].path}"
         connections = connections or self.args.connections
-        threads = min(self.args.threads, connections)
-        argv = ["wrk", "-t", str(threads), "-c", str(connections), "-d", f"{duration}s", "--timeout", "5s",
-                "--latency", "-H", "Authorization: Bearer x", "-s", str(self.lua), url]
+        argv = wrk_command(url, threads=min(self.args.threads, connections), connections=connections, duration=duration, script=self.lua,
+                           headers=("Authorization: Bearer x",))
         return run_wrk(argv, duration, self.workdir, log_name, stdev=False)
 
     def authz_stats(self, name: str) -> dict[str, int]:
@@ -773,39 +378,31 @@ class Bench:
         return {k.rsplit(".", 1)[1]: v for k, v in stats.items() if k.rsplit(".", 1)[1] in wanted}
 
     def run(self, name: str, round_index: int) -> dict[str, Any]:
-        from bench.proc_stats import children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds
-
         spec = SCENARIOS[name]
         self.preflight(name)
         if self.args.warmup > 0:
             self.wrk(name, self.args.warmup, f"warmup-{name}-r{round_index}")
-        server = self.servers.get(spec.get("server", ""))
+        server = self.servers.get(spec.server)
         server_pid = server.pid if server is not None else None
         envoy_pid = self.envoy.pid
-        authz_before = self.authz_stats(name) if spec["transport"] not in (None, "proxy") else {}
-        cluster_before = self.cluster_stats(spec["server"], "upstream" if spec["transport"] == "proxy" else "authz") if spec["transport"] else {}
-        cpu_before = {"envoy": cpu_seconds(envoy_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds(),
-                      "server": cpu_seconds(server_pid) if server_pid else 0.0}
+        authz_before = self.authz_stats(name) if spec.transport not in (None, "proxy") else {}
+        cluster_before = self.cluster_stats(spec.server, "upstream" if spec.transport == "proxy" else "authz") if spec.transport else {}
         server_sys_before = cpu_times(server_pid)[1] if server_pid else 0.0
         switches_before = context_switches(server_pid) if server_pid else 0
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        window = CpuWindow({"envoy": envoy_pid, **({"server": server_pid} if server_pid else {})})
         load = self.wrk(name, self.args.duration, f"{name}-r{round_index}")
-        wall = time.monotonic() - wall
-        cpu = {"envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"], "wrk": children_cpu_seconds() - cpu_before["wrk"],
-               "machine": machine_busy_seconds() - cpu_before["machine"],
-               "server": (cpu_seconds(server_pid) - cpu_before["server"]) if server_pid else 0.0}
+        cpu = {"server": 0.0, **window.used()}
         server_sys = (cpu_times(server_pid)[1] - server_sys_before) if server_pid else 0.0
         switches = (context_switches(server_pid) - switches_before) if server_pid else 0
         requests = max(1, load["requests"])
         result: dict[str, Any] = {"scenario": name, "round": round_index, **load}
-        if spec["transport"] == "proxy":
-            cl_after = self.cluster_stats(spec["server"], "upstream")
+        if spec.transport == "proxy":
+            cl_after = self.cluster_stats(spec.server, "upstream")
             result["upstream_cluster"] = {k: v - cluster_before.get(k, 0) for k, v in cl_after.items() if k != "upstream_cx_active"}
-        elif spec["transport"]:
+        elif spec.transport:
             after = self.authz_stats(name)
-            result["envoy_ext_authz"] = {k: v - authz_before.get(k, 0) for k, v in after.items() if v - authz_before.get(k, 0)}
-            cl_after = self.cluster_stats(spec["server"])
+            result["envoy_ext_authz"] = delta(authz_before, after)
+            cl_after = self.cluster_stats(spec.server)
             result["authz_cluster"] = {k: v - cluster_before.get(k, 0) for k, v in cl_after.items() if k != "upstream_cx_active"}
             result["authz_cluster"]["upstream_cx_active_after"] = cl_after.get("upstream_cx_active")
             ok = result["envoy_ext_authz"].get("ok", 0)
@@ -814,17 +411,12 @@ class Bench:
             result["checks_match_requests"] = abs(ok - load["requests"]) <= 2 * self.args.connections and not any(
                 result["envoy_ext_authz"].get(k) for k in ("denied", "error", "failure_mode_allowed"))
         result["cpu"] = {
-            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / requests, 1),
+            **request_costs(cpu, ("envoy", "wrk"), requests),
             "server_us_per_request": round(cpu["server"] * 1e6 / requests, 1) if server_pid else None,
+            "server_cores": round(cpu["server"] / cpu["wall"], 3) if server_pid else None,
             "server_kernel_share": round(server_sys / cpu["server"], 3) if server_pid and cpu["server"] else None,
             "server_context_switches_per_request": round(switches / requests, 3) if server_pid else None,
-            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / requests, 1),
-            "envoy_cores": round(cpu["envoy"] / wall, 3),
-            "server_cores": round(cpu["server"] / wall, 3) if server_pid else None,
-            "wrk_cores": round(cpu["wrk"] / wall, 3),
-            "machine_busy_cores": round(cpu["machine"] / wall, 3),
-            "other_processes_cores": round((cpu["machine"] - cpu["envoy"] - cpu["server"] - cpu["wrk"]) / wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            **machine_costs(cpu, ("envoy", "server", "wrk"), window.load_average),
         }
         if self.args.unloaded_duration > 0:
             unloaded = self.wrk(name, self.args.unloaded_duration, f"{name}-r{round_index}-c1", connections=1)
@@ -839,18 +431,8 @@ class Bench:
 # == summary ============================================================================
 
 
-def _median(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return round(statistics.median(values), 1) if values else None
-
-
-def _spread(values: list[float]) -> float | None:
-    """(max - min) / median, in percent."""
-    values = [v for v in values if v is not None]
-    if len(values) < 2:
-        return None
-    middle = statistics.median(values)
-    return round(100 * (max(values) - min(values)) / middle, 1) if middle else None
+def _median(values: list[float | None]) -> float | None:
+    return median(values, 1)
 
 
 def summarise(runs: list[dict[str, Any]], names: list[str], quiet_cores: float) -> dict[str, Any]:
@@ -872,28 +454,28 @@ def summarise(runs: list[dict[str, Any]], names: list[str], quiet_cores: float) 
             "scenario": name,
             "rps_median": _median(rps),
             "rps_runs": rps,
-            "rps_spread_pct": _spread(rps),
+            "rps_spread_pct": spread_pct(rps),
             "rps_over_baseline_A": round(rps_median / baseline_rps, 3) if baseline_rps and rps_median else None,
             "rps_over_baseline_A_same_round": [round(r["rps"] / baseline_by_round[r["round"]], 3) for r in rows if baseline_by_round.get(r["round"])],
-            "p50_ms_median": round(statistics.median(r["latency_ms"]["p50"] for r in rows), 3),
-            "p99_ms_median": round(statistics.median(r["latency_ms"]["p99"] for r in rows), 3),
+            "p50_ms_median": median([r["latency_ms"]["p50"] for r in rows], 3),
+            "p99_ms_median": median([r["latency_ms"]["p99"] for r in rows], 3),
             "p99_ms_runs": [r["latency_ms"]["p99"] for r in rows],
             "envoy_us_per_request_median": _median(envoy),
             "envoy_us_per_request_runs": envoy,
             "envoy_us_added_over_baseline": round(envoy_median - baseline_envoy, 1) if baseline_envoy is not None and envoy_median is not None else None,
             "server_us_per_request_median": _median(server),
             "server_us_per_request_runs": server,
-            "server_us_spread_pct": _spread(server),
+            "server_us_spread_pct": spread_pct(server),
             "server_ctx_switches_per_request_median": _median([r["cpu"]["server_context_switches_per_request"] for r in rows]),
-            "server_kernel_share_median": (round(statistics.median(v), 3) if (v := [r["cpu"]["server_kernel_share"] for r in rows if r["cpu"]["server_kernel_share"] is not None]) else None),
+            "server_kernel_share_median": median([r["cpu"]["server_kernel_share"] for r in rows], 3),
             "envoy_plus_server_us_median": _median([(r["cpu"]["envoy_us_per_request"] + (r["cpu"]["server_us_per_request"] or 0)) for r in rows]),
             "other_processes_cores_max": max(r["cpu"]["other_processes_cores"] for r in rows),
             "quiet_runs": len(quiet := [r for r in rows if r["cpu"]["other_processes_cores"] <= quiet_cores]),
             "rps_median_quiet": _median([r["rps"] for r in quiet]),
             "envoy_us_per_request_median_quiet": _median([r["cpu"]["envoy_us_per_request"] for r in quiet]),
             "server_us_per_request_median_quiet": _median([r["cpu"]["server_us_per_request"] for r in quiet]),
-            "unloaded_c1_p50_ms_median": (round(statistics.median(v), 3) if (v := [r["unloaded_c1"]["latency_ms"]["p50"] for r in rows if "unloaded_c1" in r]) else None),
-            "unloaded_c1_p99_ms_median": (round(statistics.median(v), 3) if (v := [r["unloaded_c1"]["latency_ms"]["p99"] for r in rows if "unloaded_c1" in r]) else None),
+            "unloaded_c1_p50_ms_median": median([r["unloaded_c1"]["latency_ms"]["p50"] for r in rows if "unloaded_c1" in r], 3),
+            "unloaded_c1_p99_ms_median": median([r["unloaded_c1"]["latency_ms"]["p99"] for r in rows if "unloaded_c1" in r], 3),
             "all_checks_ok": all(r.get("checks_match_requests", True) and r["status_errors"] == 0 and not r["socket_errors"] for r in rows),
         }
         table.append(entry)
@@ -920,8 +502,6 @@ def summarise(runs: list[dict[str, Any]], names: list[str], quiet_cores: float) 
 
 
 def machine() -> dict[str, Any]:
-    from bench.machine import describe
-
     info = describe(("uvloop", "httptools", "h11", "aiohttp", "grpcio", "protobuf", "xds-protos"), ("bench",))
     try:
         import aiohttp.http_parser as parser
@@ -934,12 +514,9 @@ def machine() -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per measured run (default: %(default)s)")
+    add_wrk_arguments(parser, duration=10, threads=1, warmup_help="seconds of unmeasured load before each measured run (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=2, help="measure every scenario this many times, interleaved (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load before each measured run (default: %(default)s)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all): " + ", ".join(SCENARIOS))
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=1, help="wrk -t (default: %(default)s)")
     parser.add_argument("--authz-connections", type=int, default=32,
                         help="max_connections of each HTTP authz cluster: Envoy's HTTP/1.1 pool size (default: %(default)s)")
     parser.add_argument("--authz-timeout", default="1s", help="ext_authz timeout (default: %(default)s)")
@@ -948,69 +525,52 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--quiet-cores", type=float, default=0.25,
                         help="runs where other processes used at most this many cores count as quiet in the *_quiet medians (default: %(default)s)")
     parser.add_argument("--no-probe", action="store_true", help="skip the probe of Envoy's HTTP ext_authz behaviour")
-    parser.add_argument("--workdir", help="where configs, logs and wrk outputs go (default: a temporary directory, removed unless --keep)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
-    parser.add_argument("--serve", choices=SERVER_KINDS, help=argparse.SUPPRESS)
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--dump", help=argparse.SUPPRESS)
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    if args.serve is None:
-        unknown = [n for n in args.scenarios.split(",") if n and n not in SCENARIOS]
-        if unknown:
-            parser.error(f"unknown scenarios {unknown}; known: {', '.join(SCENARIOS)}")
-        if args.connections < args.threads:
-            parser.error("--connections must be at least --threads")
+    chosen(parser, args.scenarios, SCENARIOS)
+    check_wrk_arguments(parser, args)
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.serve is not None:
-        serve(args.serve, args.port, Path(args.dump) if args.dump else None)
-        return 0
     require_wrk()
-    workdir = work_directory(args.workdir, "gatehouse-authz-transports-")
-    progress(f"work directory {workdir}")
     names = [n for n in args.scenarios.split(",") if n]
-    report: dict[str, Any] = {
-        "benchmark": "authz_transports",
-        "command": command_line(argv),
-        "settings": {
+    runs: list[dict[str, Any]] = []
+    with Run("authz_transports", argv, args, progress) as run:
+        run.report["settings"] = {
             "duration_s": args.duration, "rounds": args.rounds, "warmup_s": args.warmup,
             "wrk": f"-t{args.threads} -c{args.connections} -H 'Authorization: Bearer x' --latency",
             "envoy_concurrency": 1, "authz_http_pool_max_connections": args.authz_connections, "authz_timeout": args.authz_timeout,
             "http_path_prefix": CHECK_PREFIX, "unloaded_wrk": f"-t1 -c1 -d{args.unloaded_duration}s after each measured run",
             "quiet_run": f"other processes (machine busy - Envoy - server - wrk) <= {args.quiet_cores} cores", "order": "round r runs the scenarios in order when r is even, reversed when odd",
-        },
-        "scenarios": {n: SCENARIOS[n]["description"] for n in names},
-        "machine": machine(),
-    }
-    started = time.monotonic()
-    bench = Bench(args, workdir)
-    runs: list[dict[str, Any]] = []
-    try:
+        }
+        run.report["scenarios"] = {n: SCENARIOS[n].description for n in names}
+        run.report["machine"] = machine()
+        bench = TransportBench(args, run)
         progress(f"starting {len(bench.names)} listeners, authorization servers and Envoy")
-        report["stack"] = bench.start()
+        run.report["stack"] = bench.start()
         if not args.no_probe:
             progress("probing Envoy's HTTP ext_authz behaviour")
-            report["probe"] = bench.probe()
+            run.report["probe"] = bench.probe()
         for round_index in range(args.rounds):
-            order = names if round_index % 2 == 0 else list(reversed(names))
             progress(f"round {round_index + 1}/{args.rounds}")
-            for name in order:
+            for name in round_order(names, round_index):
                 runs.append(bench.run(name, round_index))
-    finally:
-        bench.stop()
-        report["wall_s"] = round(time.monotonic() - started, 1)
-        if not args.keep and not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    report["summary"] = summarise(runs, names, args.quiet_cores)
-    report["runs"] = runs
-    for row in report["summary"]["table"]:
+    summary = summarise(runs, names, args.quiet_cores)
+    for row in summary["table"]:
         progress(f"{row['scenario']:<30} {row['rps_median']:>8} req/s ({row['rps_over_baseline_A']}x A, spread {row['rps_spread_pct']}%)  "
                  f"p50 {row['p50_ms_median']} p99 {row['p99_ms_median']} ms  envoy {row['envoy_us_per_request_median']} us  "
                  f"server {row['server_us_per_request_median']} us (spread {row['server_us_spread_pct']}%)")
-    print_report(report)
+    base: dict[str, Any] = next((row for row in summary["table"] if row["scenario"] == "baseline_direct"), {})
+    run.print(
+        baseline={"scenario": "baseline_direct", "rps_median": base.get("rps_median"),
+                  "envoy_us_per_request_median": base.get("envoy_us_per_request_median")},
+        ratios={row["scenario"]: {"rps_over_baseline_A": row["rps_over_baseline_A"],
+                                  "rps_over_baseline_A_same_round": row["rps_over_baseline_A_same_round"]}
+                for row in summary["table"] if row["scenario"] != "baseline_direct"},
+        summary=summary, runs=runs,
+    )
     return 0
 
 

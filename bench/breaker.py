@@ -31,7 +31,8 @@ Ratios: native / central for ``detected_s`` and ``first_fallback_s``, and each d
 sample against the full one. Envoy's access log: ``bufferSize 16384``, ``flushInterval``
 from ``--als-flush`` (200ms; the default 1s adds up to 0.8 s to every central number).
 
-    .venv/bin/python bench/breaker.py > bench/results-breaker.json     # 3 rounds, ~60 s
+    .venv/bin/python -m bench.breaker > bench/results/breaker.json     # 3 rounds, ~60 s
+    .venv/bin/python -m bench.breaker --rounds 1 --warmup 2 --failing 3   # the quickest run
 
 One JSON document goes to stdout; progress to stderr.
 """
@@ -39,25 +40,24 @@ One JSON document goes to stdout; progress to stderr.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import secrets
-import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from tests.harness.gateway import GatewayStack  # noqa: E402
-from tests.harness.http_client import Client, wait_for  # noqa: E402
-from tests.harness.route_repo import route_doc  # noqa: E402
-from tests.harness.telemetry import TelemetryServiceProcess  # noqa: E402
-from bench.machine import describe  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
+from bench.kit.machine import describe
+from bench.kit.run import Parts, Progress, Run, add_workdir_arguments
+from bench.kit.stats import median_of_all, ratio
+from tests.harness.envoy import EnvoyProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import Client, wait_for
+from tests.harness.route_repo import route_doc
+from tests.harness.telemetry import TelemetryServiceProcess
 
 CENTRAL = {"central": 1.0, "central-50": 0.5, "central-90": 0.1}
 """Route (and its upstream) → the share of entries the detector sees."""
@@ -71,8 +71,7 @@ OUTLIER = {
 OUTLIER_PCT = {**OUTLIER, "consecutive5xx": 1_000_000}
 
 
-def progress(message: str) -> None:
-    print(f"[breaker] {message}", file=sys.stderr, flush=True)
+progress = Progress("breaker")
 
 
 class Load(threading.Thread):
@@ -104,7 +103,7 @@ class Load(threading.Thread):
 class Poller(threading.Thread):
     """When did something first become true (polled every ``period``)?"""
 
-    def __init__(self, probe: Any, stop: threading.Event, period: float = 0.02) -> None:
+    def __init__(self, probe: Callable[[], bool], stop: threading.Event, period: float = 0.02) -> None:
         super().__init__(daemon=True)
         self.probe, self.stop_event, self.period = probe, stop, period
         self.at: float | None = None
@@ -124,6 +123,16 @@ def json_get(url: str) -> Any:
         return json.loads(response.read())
 
 
+def board_open(admin: str, route: str) -> bool:
+    """The central breaker's board holds ``default/<route>`` OPEN."""
+    return bool(json_get(f"{admin}/breakers/window?route=default/{route}")["phase"] == "open")
+
+
+def ejected(envoy: EnvoyProcess, stat: str) -> bool:
+    """Envoy's outlier detection ejected a host (``stat``: the cluster's ejections_enforced_total)."""
+    return envoy.stats(filter="ejections_enforced_total$").get(stat, 0) > 0
+
+
 def served(stack: GatewayStack, name: str) -> int:
     return int(json_get(f"{stack.upstreams[name].url}/admin/fail")["served"])
 
@@ -134,11 +143,12 @@ def run_once(workdir: Path, *, rate: float, warmup: float, failing: float, als_f
     secret = workdir / "tally-credential"
     secret.write_text(credential)
     names = (*CENTRAL, NATIVE_PCT, NATIVE)
-    telemetry = TelemetryServiceProcess(workdir / "telemetry", sink={"stdout": {}})
-    stack = GatewayStack(workdir / "stack", upstreams=names, control_plane_extra={
+    parts = Parts(progress)
+    telemetry = parts.add(TelemetryServiceProcess(workdir / "telemetry", sink={"stdout": {}}))
+    stack = parts.add(GatewayStack(workdir / "stack", upstreams=names, control_plane_extra={
         "accessLog": {"address": telemetry.address, "bufferSize": 16384, "flushInterval": als_flush},
         "breakers": {"tallyCredentialFile": str(secret)},
-    })
+    }))
     telemetry.extra["breakerTallies"] = {"controlPlane": [stack.control_plane.admin_url], "credentialFile": str(secret)}
     routes = [
         *(route_doc(n, {"match": {"pathPrefix": f"/{n}"}, "backends": [{"service": n, "port": 8080}],
@@ -163,13 +173,10 @@ def run_once(workdir: Path, *, rate: float, warmup: float, failing: float, als_f
             load.start()
         progress(f"warm-up {warmup}s at {rates}")
         time.sleep(warmup)
-        pollers: dict[str, Poller] = {
-            n: Poller(lambda n=n: json_get(f"{admin}/breakers/window?route=default/{n}")["phase"] == "open", stop)
-            for n in CENTRAL
-        }
+        pollers: dict[str, Poller] = {n: Poller(functools.partial(board_open, admin, n), stop) for n in CENTRAL}
         for native in (NATIVE_PCT, NATIVE):
             stat = f"cluster.default_{native}_8080.outlier_detection.ejections_enforced_total"
-            pollers[native] = Poller(lambda stat=stat: envoy.stats(filter="ejections_enforced_total$").get(stat, 0) > 0, stop, 0.05)
+            pollers[native] = Poller(functools.partial(ejected, envoy, stat), stop, 0.05)
         onset = time.monotonic()
         for name in names:
             urllib.request.urlopen(urllib.request.Request(f"{stack.upstreams[name].url}/admin/fail?status=503", method="POST"), timeout=2).read()
@@ -201,61 +208,48 @@ def run_once(workdir: Path, *, rate: float, warmup: float, failing: float, als_f
         return out
     finally:
         stop.set()
-        stack.stop()
-        telemetry.stop()
+        parts.stop()
 
 
-def ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 2) if a is not None and b else None
-
-
-def median(values: list[float | None]) -> float | None:
-    known = sorted(v for v in values if v is not None)
-    return known[len(known) // 2] if len(known) == len(values) and known else None
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rate", type=float, default=200.0, help="requests/s on /central and /native")
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--failing", type=float, default=5.0)
     parser.add_argument("--als-flush", default="200ms", help="Envoy's access-log flushInterval")
     parser.add_argument("--rounds", type=int, default=3, help="fresh gateways, one onset each; medians reported")
-    parser.add_argument("--workdir")
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    workdir = work_directory(args.workdir, "gatehouse-bench-breaker-")
-    started = time.monotonic()
-    rounds = [
-        run_once(workdir / f"round-{i}", rate=args.rate, warmup=args.warmup, failing=args.failing, als_flush=args.als_flush)
-        for i in range(args.rounds)
-    ]
+    with Run("breaker", argv, args, progress) as run:
+        run.report["settings"] = {"rate_rps": args.rate, "warmup_s": args.warmup, "failing_s": args.failing, "rounds": args.rounds,
+                                  "access_log_flush": args.als_flush, "breaker": BREAKER, "outlier_detection": OUTLIER_PCT}
+        run.report["machine"] = describe(("grpcio", "protobuf", "aiohttp"), ("telemetry", "control_plane", "servicekit"))
+        rounds = [
+            run_once(run.workdir / f"round-{i}", rate=args.rate, warmup=args.warmup, failing=args.failing, als_flush=args.als_flush)
+            for i in range(args.rounds)
+        ]
     results = {
         name: {
             "rate_rps": rounds[0][name]["rate_rps"],
-            **{key: median([r[name][key] for r in rounds]) for key in ("detected_s", "first_fallback_s", "upstream_share_after")},
+            **{key: median_of_all([r[name][key] for r in rounds]) for key in ("detected_s", "first_fallback_s", "upstream_share_after")},
         }
         for name in rounds[0]
     }
     central, native, native_pct = results["central"], results[NATIVE], results[NATIVE_PCT]
-    report = {
-        "benchmark": "breaker",
-        "command": command_line(argv),
-        **describe(("grpcio", "protobuf", "aiohttp"), ("telemetry", "control_plane", "servicekit")),
-        "settings": {"rate_rps": args.rate, "warmup_s": args.warmup, "failing_s": args.failing,
-                     "access_log_flush": args.als_flush, "breaker": BREAKER, "outlier_detection": OUTLIER_PCT},
-        "results_median": results,
-        "rounds": rounds,
-        "ratios": {
-            "native_pct_over_central_detected": ratio(native_pct["detected_s"], central["detected_s"]),
-            "native_over_central_detected": ratio(native["detected_s"], central["detected_s"]),
-            "native_over_central_first_fallback": ratio(native["first_fallback_s"], central["first_fallback_s"]),
-            "central_50pct_dropped_over_full_detected": ratio(results["central-50"]["detected_s"], central["detected_s"]),
-            "central_90pct_dropped_over_full_detected": ratio(results["central-90"]["detected_s"], central["detected_s"]),
+    run.print(
+        baseline={"route": "central", **central},
+        ratios={
+            "native_pct_over_central_detected": ratio(native_pct["detected_s"], central["detected_s"], 2),
+            "native_over_central_detected": ratio(native["detected_s"], central["detected_s"], 2),
+            "native_over_central_first_fallback": ratio(native["first_fallback_s"], central["first_fallback_s"], 2),
+            "central_50pct_dropped_over_full_detected": ratio(results["central-50"]["detected_s"], central["detected_s"], 2),
+            "central_90pct_dropped_over_full_detected": ratio(results["central-90"]["detected_s"], central["detected_s"], 2),
         },
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    print_report(report)
+        results_median=results,
+        rounds=rounds,
+    )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

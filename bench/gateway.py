@@ -16,7 +16,7 @@ than Envoy does, see ``public_echo`` against ``public_fast``).
     stack http      extAuthz {protocol: http}, ext_authz with http.rateLimit, workers: 1
     stack http_w2   the same with workers: 2 (expectedInstances: 2)
     stack native    a static Envoy bootstrap: jwt_authn (JWKS inline) + local_ratelimit per
-                    user (bench/jwt_authn.py), no Gatehouse process: not a product mode
+                    user (bench/kit/jwt_authn.py), no Gatehouse process: not a product mode
 
 Routes (the same Git routes on every control-plane stack):
 
@@ -40,16 +40,16 @@ token on authenticated ones), ``--warmup`` s of unmeasured load, then one
 of every process **and its descendants** (ext_authz with workers is a supervisor and its
 worker processes), Envoy's ext_authz/ratelimit/jwt_authn/local_ratelimit counters, the
 services' decision and Redis counters, and the machine's busy CPU. Cold tokens: a new
-pre-generated RS256 token per request (bench/authz.py's Lua, one slice per wrk thread).
+pre-generated RS256 token per request (bench.kit.wrk.TOKENS_LUA, one slice per wrk thread).
 
 If the one-call path misses an aim, ``--profile`` (on by default then) runs ``py-spy record
 --native`` on the ext_authz worker during an extra, unmeasured run of ``auth_limited`` and
 summarises where the time goes. ``handler_in_process`` times the HTTP check's handler
 (``HttpCheck``) called directly on the same config, Redis and token, without the server.
 
-    .venv/bin/python bench/gateway.py > /tmp/gateway.json
-    .venv/bin/python bench/gateway.py --duration 5 --warmup 1 --stacks http,native
-    .venv/bin/python bench/gateway.py --threads 2 --connections 64 --duration 20
+    .venv/bin/python -m bench.gateway > /tmp/gateway.json
+    .venv/bin/python -m bench.gateway --duration 5 --warmup 1 --stacks http,native
+    .venv/bin/python -m bench.gateway --threads 2 --connections 64 --duration 20
 
 One JSON document goes to stdout; progress to stderr. See bench/README.md.
 """
@@ -60,130 +60,50 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from bench.kit import profiler
+from bench.kit.in_process import authz_parts
+from bench.kit.envoy_config import address, http_connection_manager
+from bench.kit.jwt_authn import jwt_authn_filter, jwt_authn_per_route, local_ratelimit_filter, local_ratelimit_per_route
+from bench.kit.machine import cpu_speed_probe, describe, wait_quiet
+from bench.kit.metrics import delta, labelled_sums, metric_sum
+from bench.kit.processes import children_cpu_seconds, descendants, machine_busy_seconds, tree_cpu_with_reaped
+from bench.kit.run import Bench, Parts, Progress, Run, Scenario, add_workdir_arguments, chosen, round_order
+from bench.kit.stats import median, ratio
+from bench.kit.tokens import AUDIENCE, SCOPE, bad_signature, claims, write_tokens_in_parallel
+from bench.kit.wrk import add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, write_lua, wrk_command, wrk_settings
+from tests.harness.envoy import EnvoyProcess
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import get as http_get
+from tests.harness.issuer import TestIssuer
+from tests.harness.ports import free_port
+from tests.harness.processes import port_open
+from tests.harness.ratelimit import RateLimitServiceProcess
+from tests.harness.redis import RedisServer
+from tests.harness.route_repo import route_doc
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-from bench.authz import bad_signature, write_lua  # noqa: E402
-from bench.jwt_authn import (  # noqa: E402
-    ROUTER_TYPE,
-    jwt_authn_filter,
-    jwt_authn_per_route,
-    local_ratelimit_filter,
-    local_ratelimit_per_route,
-)
-from bench.machine import describe  # noqa: E402
-from bench.proc_stats import children_cpu_seconds, descendants, machine_busy_seconds, process_tree, stat_fields  # noqa: E402
-from bench.wrk import require_wrk, run_wrk  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
-from bench import pyspy  # noqa: E402
-from tests.harness.envoy import EnvoyProcess  # noqa: E402
-from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
-from tests.harness.gateway import GatewayStack  # noqa: E402
-from tests.harness.http_client import get as http_get  # noqa: E402
-from tests.harness.issuer import TestIssuer  # noqa: E402
-from tests.harness.ports import free_port  # noqa: E402
-from tests.harness.processes import port_open  # noqa: E402
-from tests.harness.ratelimit import RateLimitServiceProcess  # noqa: E402
-from tests.harness.redis import RedisServer  # noqa: E402
-from tests.harness.route_repo import route_doc  # noqa: E402
-
-AUDIENCE = "api"
-SCOPE = "bench:read"
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts every Envoy with --concurrency 1: one worker thread."""
 STEADY_LIMIT = 100_000_000
 STEADY_WINDOW = "60s"
 TODAY = {"five_ratio": 0.07, "authz_us": 280, "limit_us": "160-330"}
-"""The brief's 'today' figures (bench/authz.py warm_direct ÷ open_direct; bench/ratelimit.py)."""
+"""The brief's 'today' figures (bench.authz warm_direct ÷ open_direct; bench.ratelimit)."""
 AIM_RATIO = 0.30
 AIM_PYTHON_US = 60.0
 NATIVE_LIMIT_ID = "native"
-README_AUTHZ_WARM_US = 233.0
-"""bench/README.md, authz.py after its fixes: warm_direct, ext_authz µs CPU per check on this VM."""
+AUTHZ_WARM_US_EARLIER = 233.0
+"""bench.authz after its fixes (docs/ext-authz.md, "After acting on the findings"): warm_direct, ext_authz µs CPU per check on this VM."""
 
 
-def progress(message: str) -> None:
-    print(f"[gateway {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# -- CPU of a process tree -----------------------------------------------------------------
-
-
-def tree_cpu(pid: int) -> dict[str, Any]:
-    """utime+stime (+ cutime+cstime: children already reaped) of ``pid`` and of every live
-    descendant, seconds; ``per_pid`` the same for each process."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    per_pid: dict[int, float] = {}
-    for member in process_tree(pid):
-        try:
-            fields = stat_fields(member)
-        except OSError:
-            continue
-        per_pid[member] = sum(int(fields[i]) for i in (11, 12, 13, 14)) / ticks
-    return {"total": sum(per_pid.values()), "per_pid": per_pid}
-
-
-def cpu_speed_probe(iterations: int = 1_000_000) -> float:
-    """ns per iteration of a fixed pure-Python loop (one core, this process): how fast the
-    VM's CPU is right now. This machine's vCPUs have been seen 4-5x slower than at other
-    times, with nothing else busy; compare numbers from different runs only through ratios."""
-    started = time.perf_counter()
-    total = 0
-    for i in range(iterations):
-        total += i
-    return round((time.perf_counter() - started) * 1e9 / iterations, 1)
-
-
-# -- tokens ---------------------------------------------------------------------------------
-
-
-def _sign_chunk(pem: bytes, kid: str, issuer: str, audience: str, start: int, count: int, ttl: int) -> list[str]:
-    """RS256 tokens ``user-<start>`` … (in a pool worker: signing is 1.6 ms each)."""
-    import jwt
-    from cryptography.hazmat.primitives import serialization
-
-    key = serialization.load_pem_private_key(pem, password=None)
-    now = int(time.time())
-    out = []
-    for index in range(start, start + count):
-        payload = {"iss": issuer, "aud": audience, "sub": f"user-{index}", "iat": now, "nbf": now, "exp": now + ttl,
-                   "jti": uuid.uuid4().hex, **claims()}
-        out.append(jwt.encode(payload, key, algorithm="RS256", headers={"kid": kid}))  # type: ignore[arg-type]  # an RSA PEM
-    return out
-
-
-def claims() -> dict[str, Any]:
-    return {"scope": f"{SCOPE} bench:write", "role": "user"}
-
-
-def write_cold_tokens(path: Path, issuer: TestIssuer, count: int, ttl: int, processes: int, *, first: int = 0) -> dict[str, Any]:
-    started = time.perf_counter()
-    pem = issuer.private_pem()
-    chunk = max(1, -(-count // (processes * 4)))
-    with ProcessPoolExecutor(max_workers=processes) as pool:
-        futures = [pool.submit(_sign_chunk, pem, issuer.active_kid, issuer.issuer, issuer.audience, start, min(chunk, first + count - start), ttl)
-                   for start in range(first, first + count, chunk)]
-        with open(path, "w") as out:
-            for future in futures:
-                for token in future.result():
-                    out.write(token + "\n")
-    return {"count": count, "file": str(path), "generate_s": round(time.perf_counter() - started, 1),
-            "bytes_each": len(path.read_text().split("\n", 1)[0])}
+progress = Progress("gateway")
 
 
 # -- metrics --------------------------------------------------------------------------------
@@ -201,27 +121,7 @@ WATCHED_METRICS = (
 
 def scrape(text: str) -> dict[str, float]:
     """The watched samples, summed over workers: ``name{label=value,…}`` → value."""
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name not in WATCHED_METRICS:
-                continue
-            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()) if k != "worker")
-            name = f"{sample.name}{{{labels}}}"
-            out[name] = out.get(name, 0.0) + sample.value
-    return out
-
-
-def metric_sum(delta: dict[str, float], name: str, **labels: str) -> float:
-    total = 0.0
-    for key, value in delta.items():
-        metric, _, rest = key.partition("{")
-        if metric != name:
-            continue
-        found = dict(part.split("=", 1) for part in rest.rstrip("}").split(",") if "=" in part)
-        if all(found.get(k) == v for k, v in labels.items()):
-            total += value
-    return total
+    return labelled_sums(text, WATCHED_METRICS)
 
 
 def envoy_counters(envoy: EnvoyProcess) -> dict[str, int]:
@@ -230,10 +130,6 @@ def envoy_counters(envoy: EnvoyProcess) -> dict[str, int]:
     return {name: value for name, value in stats.items()
             if not name.startswith(("cluster.gatehouse_ext_authz.", "cluster.gatehouse_ratelimit.", "cluster.ratelimit"))
             or ".ratelimit." in name}
-
-
-def counter_delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
-    return {k: round(v - before.get(k, 0), 3) for k, v in sorted(after.items()) if v - before.get(k, 0)}
 
 
 # -- routes and bootstraps ------------------------------------------------------------------
@@ -262,33 +158,6 @@ def routes() -> list[dict[str, Any]]:
     ]
 
 
-def _address(port: int) -> dict[str, Any]:
-    return {"socket_address": {"address": "127.0.0.1", "port_value": port}}
-
-
-def _hcm(name: str, routes_: list[dict[str, Any]], filters: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "name": "envoy.filters.network.http_connection_manager",
-        "typed_config": {
-            "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
-            "stat_prefix": name,
-            "codec_type": "AUTO",
-            "route_config": {"name": name, "virtual_hosts": [{"name": name, "domains": ["*"], "routes": routes_}]},
-            "http_filters": [*filters, {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}}],
-        },
-    }
-
-
-def fast_upstream_bootstrap(port: int, admin_port: int) -> dict[str, Any]:
-    """A static Envoy that answers every request 200 itself: the cheapest upstream at hand."""
-    route = {"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": {"inline_string": "ok"}}}
-    return {
-        "admin": {"address": _address(admin_port)},
-        "static_resources": {"listeners": [{"name": "fast", "address": _address(port),
-                                            "filter_chains": [{"filters": [_hcm("fast", [route], [])]}]}]},
-    }
-
-
 def native_bootstrap(port: int, admin_port: int, upstream_port: int, issuer: TestIssuer) -> dict[str, Any]:
     """jwt_authn (JWKS inline, as the control plane would deliver it) + local_ratelimit per user
     (``x-user-id`` from the verified ``sub``), proxied to the fast upstream; ``/direct`` is this
@@ -297,7 +166,7 @@ def native_bootstrap(port: int, admin_port: int, upstream_port: int, issuer: Tes
         "name": "fast",
         "type": "STATIC",
         "connect_timeout": "1s",
-        "load_assignment": {"cluster_name": "fast", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address(upstream_port)}}]}]},
+        "load_assignment": {"cluster_name": "fast", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address(upstream_port)}}]}]},
     }
     direct = {"match": {"prefix": "/direct"}, "direct_response": {"status": 200, "body": {"inline_string": "ok"}},
               "typed_per_filter_config": jwt_authn_per_route(disabled=True)}
@@ -308,24 +177,21 @@ def native_bootstrap(port: int, admin_port: int, upstream_port: int, issuer: Tes
                                     **local_ratelimit_per_route(STEADY_LIMIT, 60.0, key_header="x-user-id", stat_prefix=NATIVE_LIMIT_ID)},
     }
     filters = [jwt_authn_filter(issuer.issuer, [AUDIENCE], json.dumps(issuer.jwks())), local_ratelimit_filter(NATIVE_LIMIT_ID)]
-    listener = {"name": "native", "address": _address(port), "filter_chains": [{"filters": [_hcm("native", [direct, limited], filters)]}]}
-    return {"admin": {"address": _address(admin_port)}, "static_resources": {"listeners": [listener], "clusters": [cluster]}}
+    listener = {"name": "native", "address": address(port),
+                "filter_chains": [{"filters": [http_connection_manager("native", [direct, limited], filters)]}]}
+    return {"admin": {"address": address(admin_port)}, "static_resources": {"listeners": [listener], "clusters": [cluster]}}
 
 
 # -- scenarios ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Scenario:
-    name: str
+@dataclass(frozen=True, kw_only=True)
+class GatewayScenario(Scenario):
     stack: str
     number: str
     """The brief's scenario number: 1, 2, 3, 4, 5-old, 5-new, 6, 7, 8 (3p/4p: proxied variants)."""
-    path: str
-    description: str
     token: str = "none"
     """none | warm (one valid RS256 token, repeated) | cold (a new token per request) | bad (replayed bad signature)"""
-    expect_status: int = 200
     limited: bool = False
 
     @property
@@ -334,30 +200,24 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("direct", "grpc", "1", "/direct", "Envoy direct response (baseline of the gRPC stack)"),
-    Scenario("public_fast", "grpc", "2", "/public/fast", "public route proxied to the fast upstream (static Envoy)"),
-    Scenario("auth_direct", "grpc", "3d", "/auth/direct", "authenticated, warm token, gRPC ext_authz, direct response (bench/authz.py's warm_direct)", "warm"),
-    Scenario("auth_fast", "grpc", "3", "/auth/fast", "authenticated, warm token, gRPC ext_authz, proxied to the fast upstream", "warm"),
-    Scenario("auth_limited", "grpc", "5-old", "/auth/limited",
-             "authenticated + user limit (hybrid): two calls, gRPC ext_authz then ratelimit_svc over gRPC", "warm", limited=True),
-    Scenario("public_limited", "grpc", "9-old", "/public/limited",
-             "public + IP limit (hybrid): Envoy's ratelimit filter, ratelimit_svc over gRPC", limited=True),
-    Scenario("direct", "http", "1", "/direct", "Envoy direct response (baseline of the HTTP stack)"),
-    Scenario("public_echo", "http", "2e", "/public/echo", "public route proxied to tests/harness EchoUpstream (Python/aiohttp)"),
-    Scenario("public_fast", "http", "2", "/public/fast", "public route proxied to the fast upstream (static Envoy)"),
-    Scenario("auth_fast", "http", "4", "/auth/fast", "authenticated, warm token, HTTP ext_authz, proxied to the fast upstream", "warm"),
-    Scenario("auth_limited", "http", "5-new", "/auth/limited",
-             "authenticated + user limit (hybrid): one call, HTTP ext_authz decides the token and the limit", "warm", limited=True),
-    Scenario("public_limited", "http", "9-new", "/public/limited",
-             "public + IP limit (hybrid): the HTTP check with no token (extAuthz.publicRouteLimits)", limited=True),
-    Scenario("cold_rs256", "http", "6", "/auth/fast", "a new RS256 token per request, HTTP ext_authz, proxied to the fast upstream", "cold"),
-    Scenario("bad_token", "http", "7", "/auth/fast", "one token with a broken signature, replayed: 401 from HTTP ext_authz", "bad", 401),
-    Scenario("direct", "http_w2", "1", "/direct", "Envoy direct response (baseline of the workers: 2 stack)"),
-    Scenario("auth_limited", "http_w2", "5-new-w2", "/auth/limited",
-             "5-new with ext_authz workers: 2 (expectedInstances: 2)", "warm", limited=True),
-    Scenario("direct", "native", "1", "/direct", "Envoy direct response (baseline of the static jwt_authn Envoy)"),
-    Scenario("jwt_local_rl", "native", "8", "/auth/limited",
-             "Envoy jwt_authn (JWKS inline) + local_ratelimit per user, proxied to the fast upstream: not a product mode", "warm", limited=True),
+    GatewayScenario("direct", "/direct", "Envoy direct response (baseline of the gRPC stack)", stack="grpc", number="1"),
+    GatewayScenario("public_fast", "/public/fast", "public route proxied to the fast upstream (static Envoy)", stack="grpc", number="2"),
+    GatewayScenario("auth_direct", "/auth/direct", "authenticated, warm token, gRPC ext_authz, direct response (bench.authz's warm_direct)", stack="grpc", number="3d", token="warm"),
+    GatewayScenario("auth_fast", "/auth/fast", "authenticated, warm token, gRPC ext_authz, proxied to the fast upstream", stack="grpc", number="3", token="warm"),
+    GatewayScenario("auth_limited", "/auth/limited", "authenticated + user limit (hybrid): two calls, gRPC ext_authz then ratelimit_svc over gRPC", stack="grpc", number="5-old", token="warm", limited=True),
+    GatewayScenario("public_limited", "/public/limited", "public + IP limit (hybrid): Envoy's ratelimit filter, ratelimit_svc over gRPC", stack="grpc", number="9-old", limited=True),
+    GatewayScenario("direct", "/direct", "Envoy direct response (baseline of the HTTP stack)", stack="http", number="1"),
+    GatewayScenario("public_echo", "/public/echo", "public route proxied to tests/harness EchoUpstream (Python/aiohttp)", stack="http", number="2e"),
+    GatewayScenario("public_fast", "/public/fast", "public route proxied to the fast upstream (static Envoy)", stack="http", number="2"),
+    GatewayScenario("auth_fast", "/auth/fast", "authenticated, warm token, HTTP ext_authz, proxied to the fast upstream", stack="http", number="4", token="warm"),
+    GatewayScenario("auth_limited", "/auth/limited", "authenticated + user limit (hybrid): one call, HTTP ext_authz decides the token and the limit", stack="http", number="5-new", token="warm", limited=True),
+    GatewayScenario("public_limited", "/public/limited", "public + IP limit (hybrid): the HTTP check with no token (extAuthz.publicRouteLimits)", stack="http", number="9-new", limited=True),
+    GatewayScenario("cold_rs256", "/auth/fast", "a new RS256 token per request, HTTP ext_authz, proxied to the fast upstream", stack="http", number="6", token="cold"),
+    GatewayScenario("bad_token", "/auth/fast", "one token with a broken signature, replayed: 401 from HTTP ext_authz", 401, stack="http", number="7", token="bad"),
+    GatewayScenario("direct", "/direct", "Envoy direct response (baseline of the workers: 2 stack)", stack="http_w2", number="1"),
+    GatewayScenario("auth_limited", "/auth/limited", "5-new with ext_authz workers: 2 (expectedInstances: 2)", stack="http_w2", number="5-new-w2", token="warm", limited=True),
+    GatewayScenario("direct", "/direct", "Envoy direct response (baseline of the static jwt_authn Envoy)", stack="native", number="1"),
+    GatewayScenario("jwt_local_rl", "/auth/limited", "Envoy jwt_authn (JWKS inline) + local_ratelimit per user, proxied to the fast upstream: not a product mode", stack="native", number="8", token="warm", limited=True),
 ]
 STACKS = ("grpc", "http", "http_w2", "native")
 STACK_NOTES = {
@@ -376,26 +236,21 @@ class Stack:
     envoy: EnvoyProcess
     processes: dict[str, int]
     """role → pid: envoy, ext_authz, ratelimit_svc, control_plane, upstream_echo, upstream_fast, redis"""
+    parts: Parts
+    """What this stack started, stopped when its scenarios are done."""
     gateway: GatewayStack | None = None
     authz: ExtAuthzProcess | None = None
     ratelimit: RateLimitServiceProcess | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
     def stop(self) -> None:
-        for part in (self.ratelimit, self.authz, self.gateway):
-            if part is not None:
-                try:
-                    part.stop()
-                except Exception as exc:  # keep stopping the others
-                    progress(f"stopping {part!r}: {exc}")
-        if self.gateway is None:
-            self.envoy.stop()
+        self.parts.stop()
 
 
-class Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
-        self.args = args
-        self.workdir = workdir
+class GatewayBench(Bench):
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        super().__init__(args, run)
+        workdir = self.workdir
         self.issuer = TestIssuer(audience=AUDIENCE)
         self.static_lua, self.tokens_lua = write_lua(workdir)
         self.redis: RedisServer | None = None
@@ -416,23 +271,10 @@ class Bench:
     # -- shared processes -----------------------------------------------------------------
 
     def start_shared(self) -> dict[str, Any]:
-        self.redis = RedisServer.start(log_dir=self.workdir / "redis")
-        self.fast_port = free_port()
-        admin = free_port()
-        self.fast = EnvoyProcess.start(fast_upstream_bootstrap(self.fast_port, admin), log_dir=self.workdir / "fast-upstream",
-                                       admin_port=admin, name="envoy-fast-upstream")
-        self.fast.wait_live(30)
-        self.fast.process.wait_until(lambda: port_open(self.fast_port), 30, f"fast upstream on :{self.fast_port}")
+        self.redis = self.parts.add(RedisServer.start(log_dir=self.workdir / "redis"))
+        self.fast, self.fast_port = self.start_fast_upstream()
         assert self.redis.process is not None
         return {"redis_pid": self.redis.process.pid, "fast_upstream_pid": self.fast.pid, "fast_upstream_port": self.fast_port}
-
-    def stop_shared(self) -> None:
-        for part in (self.fast, self.redis):
-            if part is not None:
-                try:
-                    part.stop()
-                except Exception as exc:
-                    progress(f"stopping {part!r}: {exc}")
 
     def shared_pids(self) -> dict[str, int]:
         assert self.redis is not None and self.redis.process is not None and self.fast is not None
@@ -450,17 +292,18 @@ class Bench:
 
     def start_stack(self, name: str) -> Stack:
         started = time.monotonic()
+        parts = Parts(progress)
         if name == "native":
             port, admin = free_port(), free_port()
-            envoy = EnvoyProcess.start(native_bootstrap(port, admin, self.fast_port, self.issuer), log_dir=self.workdir / "native",
-                                       admin_port=admin, name="envoy-native")
+            envoy = parts.add(EnvoyProcess.start(native_bootstrap(port, admin, self.fast_port, self.issuer), log_dir=self.workdir / "native",
+                                                 admin_port=admin, name="envoy-native"))
             try:
                 envoy.wait_live(30)
                 envoy.process.wait_until(lambda: port_open(port), 30, f"native listener on :{port}")
             except BaseException:
-                envoy.stop()
+                parts.stop()
                 raise
-            stack = Stack(name, port, envoy, {"envoy": envoy.pid, **self.shared_pids()})
+            stack = Stack(name, port, envoy, {"envoy": envoy.pid, **self.shared_pids()}, parts)
             stack.info = {"start_s": round(time.monotonic() - started, 2), "bootstrap": str(envoy.config_path), "note": STACK_NOTES[name]}
             return stack
         assert self.redis is not None
@@ -468,16 +311,18 @@ class Bench:
         workers = 2 if name == "http_w2" else 1
         ratelimit = None
         if name == "grpc":
-            authz = ExtAuthzProcess(directory / "authz", self.authz_config(workers), transport="grpc")
+            authz = parts.add(ExtAuthzProcess(directory / "authz", self.authz_config(workers), transport="grpc"))
             ratelimit = RateLimitServiceProcess(directory / "ratelimit", redis_url=self.redis.url, extra={"hybrid": {"maxBatch": self.args.max_batch}})
             extra: dict[str, Any] = {"extAuthz": {"address": [authz.address], "protocol": "grpc"},
                                      "rateLimit": {"address": ratelimit.address, "timeout": "200ms"}}
         else:
             rate_limit = {"redis": {"url": self.redis.url, "timeout": self.args.redis_timeout}, "expectedInstances": workers,
                           "hybrid": {"maxBatch": self.args.max_batch}}
-            authz = ExtAuthzProcess(directory / "authz", self.authz_config(workers), transport="http", rate_limit=rate_limit)
+            authz = parts.add(ExtAuthzProcess(directory / "authz", self.authz_config(workers), transport="http", rate_limit=rate_limit))
             extra = {"extAuthz": {"address": [authz.check_address], "protocol": "http"}, "rateLimit": {"address": "127.0.0.1:1"}}
-        gateway = GatewayStack(directory, upstreams=("svc-a",), poll_interval="60s", control_plane_extra=extra)
+        gateway = parts.add(GatewayStack(directory, upstreams=("svc-a",), poll_interval="60s", control_plane_extra=extra))
+        if ratelimit is not None:
+            parts.add(ratelimit)
         gateway.commit_routes({"routes.yaml": routes()})
         try:
             if name == "grpc":
@@ -497,19 +342,14 @@ class Bench:
             if name == "grpc":
                 gateway.wait_status("/auth/direct", 401, timeout=20)
         except BaseException:
-            for part in (ratelimit, authz, gateway):
-                if part is not None:
-                    try:
-                        part.stop()
-                    except Exception:
-                        pass
+            parts.stop()
             raise
         assert gateway.envoy is not None and authz.process is not None and gateway.control_plane.process is not None
         pids = {"envoy": gateway.envoy.pid, "ext_authz": authz.process.pid, "control_plane": gateway.control_plane.process.pid,
                 "upstream_echo": gateway.upstreams["svc-a"].pid, **self.shared_pids()}
         if ratelimit is not None and ratelimit.process is not None:
             pids["ratelimit_svc"] = ratelimit.process.pid
-        stack = Stack(name, gateway.listener_port, gateway.envoy, pids, gateway, authz, ratelimit)
+        stack = Stack(name, gateway.listener_port, gateway.envoy, pids, parts, gateway, authz, ratelimit)
         stack.info = {
             "start_s": round(time.monotonic() - started, 2),
             "note": STACK_NOTES[name],
@@ -537,21 +377,7 @@ class Bench:
 
     # -- one request, one wrk run -----------------------------------------------------------
 
-    def wait_quiet(self) -> dict[str, Any]:
-        """Wait (at most --quiet-wait s) for a second in which the machine used at most
-        --quiet-cores: this machine is shared, and other sessions' test suites come and go."""
-        if self.args.quiet_cores <= 0:
-            return {}
-        started = time.monotonic()
-        while True:
-            before = machine_busy_seconds()
-            time.sleep(1.0)
-            busy = machine_busy_seconds() - before
-            waited = time.monotonic() - started
-            if busy <= self.args.quiet_cores or waited >= self.args.quiet_wait:
-                return {"waited_s": round(waited, 1), "busy_cores_last_second": round(busy, 2), "quiet": busy <= self.args.quiet_cores}
-
-    def preflight(self, stack: Stack, scenario: Scenario) -> dict[str, Any]:
+    def preflight(self, stack: Stack, scenario: GatewayScenario) -> dict[str, Any]:
         header = self.headers["warm"] if scenario.token == "cold" else self.headers[scenario.token]
         reply = http_get(stack.listener_port, scenario.path, headers={"authorization": header} if header else {})
         if reply.status != scenario.expect_status:
@@ -565,16 +391,14 @@ class Bench:
                 raise RuntimeError(f"{scenario.key}: without a token {scenario.path} answered {anonymous.status}, expected 401")
         return {"status": reply.status, "headers": seen}
 
-    def wrk(self, stack: Stack, scenario: Scenario, duration: int, log_name: str, *, warmup: bool = False) -> dict[str, Any]:
+    def wrk(self, stack: Stack, scenario: GatewayScenario, duration: int, log_name: str, *, warmup: bool = False) -> dict[str, Any]:
         url = f"http://127.0.0.1:{stack.listener_port}{scenario.path}"
-        argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s", "--timeout", "5s", "--latency"]
+        load = {"threads": self.args.threads, "connections": self.args.connections, "duration": duration}
         if scenario.token == "cold" and not warmup:
-            argv += ["-s", str(self.tokens_lua), url, "--", str(self.cold_files[self.round]), str(self.args.threads)]
+            argv = wrk_command(url, **load, script=self.tokens_lua, script_args=(str(self.cold_files[self.round]), str(self.args.threads)))
         else:
             header = self.headers["warm" if scenario.token == "cold" else scenario.token]
-            if header:
-                argv += ["-H", f"Authorization: {header}"]
-            argv += ["-s", str(self.static_lua), url]
+            argv = wrk_command(url, **load, script=self.static_lua, headers=(f"Authorization: {header}",) if header else ())
         return run_wrk(argv, duration, self.workdir, log_name, stdev=False)
 
     def service_metrics(self, stack: Stack) -> dict[str, dict[str, float]]:
@@ -587,7 +411,7 @@ class Bench:
 
     def snapshot(self, stack: Stack) -> dict[str, Any]:
         return {
-            "cpu": {role: tree_cpu(pid) for role, pid in stack.processes.items()},
+            "cpu": {role: tree_cpu_with_reaped(pid) for role, pid in stack.processes.items()},
             "wrk": children_cpu_seconds(),
             "machine": machine_busy_seconds(),
             "envoy": envoy_counters(stack.envoy),
@@ -595,21 +419,22 @@ class Bench:
             "clock": time.monotonic(),
         }
 
-    def run(self, stack: Stack, scenario: Scenario, *, profile_to: Path | None = None) -> dict[str, Any]:
+    def run(self, stack: Stack, scenario: GatewayScenario, *, profile_to: Path | None = None) -> dict[str, Any]:
         duration = self.args.profile_duration if profile_to is not None else self.args.duration
         pre = self.preflight(stack, scenario)
         if self.args.warmup > 0:
             self.wrk(stack, scenario, self.args.warmup, f"{scenario.key}-warmup", warmup=True)
-        profiler = None
+        sampler = None
         if profile_to is not None:
             assert stack.authz is not None and stack.authz.process is not None
             workers = descendants(stack.authz.process.pid)
             target = workers[0] if workers else stack.authz.process.pid
-            profiler = start_py_spy(target, profile_to, self.args.profile_rate, duration + 1)
+            sampler = profiler.Profiler(target, profile_to, self.args.profile_rate, summarise_profile, threads=False, duration_s=duration + 1,
+                                        option="--profile")
         speed = cpu_speed_probe()
         before = self.snapshot(stack)
         load_average = os.getloadavg()[0]
-        load = self.wrk(stack, scenario, duration, scenario.key + ("-profiled" if profiler else ""))
+        load = self.wrk(stack, scenario, duration, scenario.key + ("-profiled" if sampler else ""))
         after = self.snapshot(stack)
         wall = after["clock"] - before["clock"]
         requests = max(1, load["requests"])
@@ -633,22 +458,20 @@ class Bench:
         cpu["load_average_1m_before"] = round(load_average, 2)
         cpu["speed_probe_ns_per_iteration_before"] = speed
         result["cpu"] = cpu
-        result["envoy_counters"] = counter_delta(after["envoy"], before["envoy"])
+        result["envoy_counters"] = delta(before["envoy"], after["envoy"], 3)
         services: dict[str, Any] = {}
         for service, counters in after["metrics"].items():
-            delta = counter_delta(counters, before["metrics"].get(service, {}))
-            services[service] = delta
+            services[service] = delta(before["metrics"].get(service, {}), counters, 3)
         result["service_counters"] = services
         self.decisions(result, services, requests)
-        expected_errors = requests if scenario.expect_status >= 400 else 0
-        result["status_as_expected"] = abs(load["status_errors"] - expected_errors) <= max(1, requests // 1000)
+        result["status_as_expected"] = scenario.status_as_expected(load)
         warnings = []
         if not result["status_as_expected"]:
-            warnings.append(f"{load['status_errors']} non-2xx/3xx answers, expected {expected_errors}")
+            warnings.append(f"{load['status_errors']} non-2xx/3xx answers, expected {requests if scenario.expect_status >= 400 else 0}")
         if load["socket_errors"]:
             warnings.append(f"socket errors {load['socket_errors']}")
-        for service, delta in services.items():
-            if metric_sum(delta, "gatehouse_ratelimit_redis_errors_total") or metric_sum(delta, "gatehouse_ratelimit_fallback_decisions_total"):
+        for service, moved in services.items():
+            if metric_sum(moved, "gatehouse_ratelimit_redis_errors_total") or metric_sum(moved, "gatehouse_ratelimit_fallback_decisions_total"):
                 warnings.append(f"{service}: Redis errors or fallback decisions during the run")
         envoy_errors = {k: v for k, v in result["envoy_counters"].items() if k.endswith((".error", ".failure_mode_allowed"))}
         if envoy_errors:
@@ -662,9 +485,9 @@ class Bench:
                 warnings.append("the cold token list ran out before --duration: rps is understated; raise --cold-tokens")
         if warnings:
             result["warning"] = "; ".join(warnings)
-        if profiler is not None:
+        if sampler is not None:
             result["profiled"] = True
-            result["profile"] = stop_py_spy(profiler, profile_to)  # type: ignore[arg-type]
+            result["profile"] = sampler.stop()
         c = result["cpu"]
         progress(
             f"  {scenario.key:<22} {load['rps']:>9.1f} req/s  p50 {load['latency_ms']['p50']:.2f} ms  p99 {load['latency_ms']['p99']:.2f} ms  "
@@ -697,32 +520,7 @@ class Bench:
         result["decisions"] = counted
 
 
-# -- py-spy ------------------------------------------------------------------------------
-
-
-def start_py_spy(pid: int, output: Path, rate: int, seconds: int) -> subprocess.Popen[bytes]:
-    binary = pyspy.binary()
-    if binary is None:
-        raise RuntimeError("py-spy not found: .venv/bin/pip install py-spy")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    argv = [binary, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--native", "--duration", str(seconds),
-            "--output", str(output)]
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(1.0)  # attached before the load starts
-    if process.poll() is not None:
-        raise RuntimeError(f"py-spy failed: {process.stderr.read().decode() if process.stderr else ''}")
-    return process
-
-
-def stop_py_spy(process: subprocess.Popen[bytes], output: Path) -> dict[str, Any]:
-    try:
-        process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        process.terminate()
-        process.wait(timeout=10)
-    if not output.exists():
-        return {"error": f"no py-spy output: {process.stderr.read().decode()[-500:] if process.stderr else ''}"}
-    return summarise_profile(output)
+# -- profile -------------------------------------------------------------------------------
 
 
 # Innermost frame naming a category wins.
@@ -745,60 +543,20 @@ SYSCALLS = ("sendmsg", "recvmsg", "recv", "send", "write", "read", "writev", "re
 IDLE = ("epoll_wait", "epoll_pwait", "__GI_epoll_wait", "select", "poll")
 
 
-def _frame(frame: str) -> str:
-    return pyspy.frame_name(frame, ("site-packages/", "lib/python3.11/", "lib/python3"), bare=True)
+QUEUE_WAITS = ("_queue_SimpleQueue_get", "pthread_cond_timedwait", "pthread_cond_wait")
+"""Anywhere on the stack: an executor thread waiting on its queue."""
 
 
-def _category(frames: list[str]) -> str:
-    for frame in reversed(frames):
-        for category, needles in CATEGORIES:
-            if any(n in frame for n in needles):
-                return category
-    return "other (interpreter, libc)"
-
-
-def summarise_profile(path: Path, top: int = 25) -> dict[str, Any]:
-    """Shares of the samples where the thread ran (an idle ``epoll_wait`` leaf counted apart)."""
-    self_counts: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    categories: Counter[str] = Counter()
-    in_handler: Counter[str] = Counter()
-    syscalls: Counter[str] = Counter()
-    idle = total = 0
-    for count, stack in pyspy.raw_samples(path):
-        frames = [_frame(f) for f in stack if not f.startswith(("process ", "thread "))]
-        if not frames:
-            continue
-        leaf = frames[-1].split(" (", 1)[0]
-        if leaf.startswith(IDLE) or any(f.startswith(("_queue_SimpleQueue_get", "pthread_cond_timedwait", "pthread_cond_wait")) for f in frames):
-            # epoll_wait: the loop waiting for work; executor threads waiting on their queue
-            idle += count
-            continue
-        total += count
-        self_counts[frames[-1]] += count
-        for function in set(frames):
-            inclusive[function] += count
-        category = _category(frames)
-        categories[category] += count
-        if leaf in SYSCALLS or leaf.startswith("__libc_") or leaf.startswith("__GI___libc"):
-            syscalls[f"{leaf} under {category}"] += count
-        if any(f.startswith(("HttpCheck.__call__ ", "HttpCheck._check ")) for f in frames):
-            in_handler[category] += count
-
-    def shares(counter: Counter[str], n: int = top) -> list[dict[str, Any]]:
-        return [{"name": k, "share": round(v / total, 3), "samples": v} for k, v in counter.most_common(n)] if total else []
-
-    handler_total = sum(in_handler.values())
-    return {
-        "raw_file": str(path),
-        "running_samples": total,
-        "idle_samples": idle,
-        "categories": shares(categories),
-        "inside_HttpCheck": {"share": round(handler_total / total, 3) if total else None, "by_category": shares(in_handler)},
-        "syscall_leaves": shares(syscalls, 12),
-        "self": shares(self_counts),
-        "inclusive": shares(inclusive, 40),
-    }
+def summarise_profile(path: Path) -> dict[str, Any]:
+    """bench.kit.profiler.summarise_profile with the HTTP check's categories and ``inside_HttpCheck``:
+    shares of the samples where the thread ran (an idle ``epoll_wait`` leaf counted apart);
+    native frames named by themselves."""
+    return profiler.summarise_profile(
+        path, CATEGORIES, ("inside_HttpCheck", ("HttpCheck.__call__ ", "HttpCheck._check ")), inclusive_top=40,
+        queue_waits=QUEUE_WAITS, idle_leaves=IDLE, gil_waits=False, syscall_leaves=SYSCALLS, syscall_prefixes=("__libc_", "__GI___libc"),
+        frame=lambda f: profiler.frame_name(f, ("site-packages/", "lib/python3.11/", "lib/python3"), bare=True), keep_bare_frames=True,
+        other="other (interpreter, libc)",
+    )
 
 
 # -- the handler alone ---------------------------------------------------------------------
@@ -809,78 +567,52 @@ async def _handler_cost(config_path: Path, authorization: str, n: int, log_path:
     http stack's config (keys, revocation mirror on the same Redis, limiter with the same
     Redis timeout and maxBatch), with and without the hybrid user limit; awaited directly and
     as a task per check, as the server does. CPU from ``time.process_time``."""
-    import structlog
-
-    from ext_authz.config import load_ext_authz_config
     from ext_authz.denial_audit import DenialAudit
     from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
-    from ext_authz.tokens.jwks import IssuerKeys
-    from ext_authz.revocation.mirror import RevocationMirror
-    from ext_authz.runtime import GRACE_MARGIN
-    from ext_authz.service import Authorizer
-    from ext_authz.tokens.verifier import TokenVerifier
     from limiter.config import build_limiter
     from servicekit.audit import LogAuditSink
     from servicekit.http1_server import Request
-    from servicekit.logs import configure_logging
     from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 
-    config = load_ext_authz_config(config_path)
-    configure_logging("debug", "json")  # what the harness passes to the service
-    log_file = open(log_path, "a")  # noqa: SIM115 - closed below
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=log_file))
-    keys = [IssuerKeys.from_config(i, session=None, base_dir=Path(config.base_dir)) for i in config.issuers]
-    mirror = None
-    assert config.http is not None and config.http.rate_limit is not None and config.revocation is not None
-    limiter = build_limiter(config.http.rate_limit.redis, config.http.rate_limit.hybrid, expected_instances=1)
-    try:
-        for k in keys:
-            await k.start()
-        verifier = TokenVerifier(keys, cache_size=config.token_cache_size, max_token_bytes=config.max_token_bytes)
-        mirror = RevocationMirror.from_config(config.revocation, grace=max(i.leeway.seconds for i in config.issuers) + GRACE_MARGIN)
-        await mirror.start()
-        if not await mirror.wait_ready(10):
-            raise RuntimeError("revocation mirror not ready")
-        authorizer = Authorizer(verifier, {i.issuer: i for i in config.issuers}, mirror)
-        table = RouteTable()
-        plain = policy_pb2.RoutePolicy(route="bench/in-process-auth")
-        limited = policy_pb2.RoutePolicy(route="bench/in-process-limited", limits=[policy_pb2.Limit(
-            id="bench/in-process-limited#0", key="user", algorithm="slidingWindow", limit=STEADY_LIMIT, window_ms=60_000, mode="hybrid")])
-        for policy in (plain, limited):
-            policy.auth.SetInParent()
-            policy.auth.scopes.append(SCOPE)
-        table.replace([plain, limited])
-        check = HttpCheck(authorizer, table, limiter, DenialAudit(LogAuditSink()))
-        results: dict[str, Any] = {}
-        for case, route in (("auth_only", plain.route), ("auth_and_user_limit_hybrid", limited.route)):
-            headers = {"host": "gatehouse_ext_authz", "authorization": authorization, "x-request-id": str(uuid.uuid4()),
-                       ROUTE_HEADER: route, "x-forwarded-for": "127.0.0.1", "content-length": "0",
-                       "x-envoy-expected-rq-timeout-ms": "250"}
-            request = Request("GET", "/check/auth/limited", headers)
-            first = await check(request)
-            assert first.startswith(b"HTTP/1.1 200"), first[:200]
-            for _ in range(200):
-                await check(request)
-            cpu, wall = time.process_time(), time.perf_counter()
-            for _ in range(n):
-                await check(request)
-            direct = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
-            loop = asyncio.get_running_loop()
-            cpu, wall = time.process_time(), time.perf_counter()
-            for _ in range(n):
-                await loop.create_task(check(request))
-            tasked = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
-            results[case] = {"n": n, "awaited_cpu_us": round(direct[0], 1), "awaited_wall_us": round(direct[1], 1),
-                             "as_task_cpu_us": round(tasked[0], 1), "as_task_wall_us": round(tasked[1], 1)}
-        return results
-    finally:
-        await limiter.close()
-        if mirror is not None:
-            await mirror.stop()
-        for k in keys:
-            await k.close()
-        structlog.reset_defaults()
-        log_file.close()
+    async with authz_parts(config_path, log_path) as parts:
+        config = parts.config
+        assert config.http is not None and config.http.rate_limit is not None and parts.mirror is not None
+        limiter = build_limiter(config.http.rate_limit.redis, config.http.rate_limit.hybrid, expected_instances=1)
+        authorizer = parts.authorizer
+        try:
+            table = RouteTable()
+            plain = policy_pb2.RoutePolicy(route="bench/in-process-auth")
+            limited = policy_pb2.RoutePolicy(route="bench/in-process-limited", limits=[policy_pb2.Limit(
+                id="bench/in-process-limited#0", key="user", algorithm="slidingWindow", limit=STEADY_LIMIT, window_ms=60_000, mode="hybrid")])
+            for policy in (plain, limited):
+                policy.auth.SetInParent()
+                policy.auth.scopes.append(SCOPE)
+            table.replace([plain, limited])
+            check = HttpCheck(authorizer, table, limiter, DenialAudit(LogAuditSink()))
+            results: dict[str, Any] = {}
+            for case, route in (("auth_only", plain.route), ("auth_and_user_limit_hybrid", limited.route)):
+                headers = {"host": "gatehouse_ext_authz", "authorization": authorization, "x-request-id": str(uuid.uuid4()),
+                           ROUTE_HEADER: route, "x-forwarded-for": "127.0.0.1", "content-length": "0",
+                           "x-envoy-expected-rq-timeout-ms": "250"}
+                request = Request("GET", "/check/auth/limited", headers)
+                first = await check(request)
+                assert first.startswith(b"HTTP/1.1 200"), first[:200]
+                for _ in range(200):
+                    await check(request)
+                cpu, wall = time.process_time(), time.perf_counter()
+                for _ in range(n):
+                    await check(request)
+                direct = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
+                loop = asyncio.get_running_loop()
+                cpu, wall = time.process_time(), time.perf_counter()
+                for _ in range(n):
+                    await loop.create_task(check(request))
+                tasked = ((time.process_time() - cpu) * 1e6 / n, (time.perf_counter() - wall) * 1e6 / n)
+                results[case] = {"n": n, "awaited_cpu_us": round(direct[0], 1), "awaited_wall_us": round(direct[1], 1),
+                                 "as_task_cpu_us": round(tasked[0], 1), "as_task_wall_us": round(tasked[1], 1)}
+            return results
+        finally:
+            await limiter.close()
 
 
 def handler_cost(config_path: Path, authorization: str, n: int, log_path: Path) -> dict[str, Any]:
@@ -893,15 +625,11 @@ def handler_cost(config_path: Path, authorization: str, n: int, log_path: Path) 
 # -- summary -------------------------------------------------------------------------------
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
-
-
 ROLES = ("envoy", "ext_authz", "ratelimit_svc", "control_plane", "upstream_fast", "upstream_echo", "redis", "wrk")
 
 
 def _median(values: list[float]) -> float | None:
-    return round(statistics.median(values), 1) if values else None
+    return median(values, 1)
 
 
 def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -939,13 +667,13 @@ def summarise(results: dict[str, list[dict[str, Any]]], profile: dict[str, Any] 
     baselines = {stack: combined[f"{stack}.direct"]["rps"] for stack in STACKS if f"{stack}.direct" in combined}
     table = []
     for key, c in combined.items():
-        c["ratio_to_direct"] = _ratio(c["rps"], baselines.get(c["stack"]))
+        c["ratio_to_direct"] = ratio(c["rps"], baselines.get(c["stack"]))
         proxied = combined.get(f"{c['stack']}.public_fast")
         if proxied is not None and c["path"] not in ("/direct", "/auth/direct", "/public/echo", "/public/fast"):
-            c["ratio_to_public_fast"] = _ratio(c["rps"], proxied["rps"])
+            c["ratio_to_public_fast"] = ratio(c["rps"], proxied["rps"])
         for run in results[key]:  # each run against its own round's baseline too
             base = next((r["rps"] for r in results.get(f"{c['stack']}.direct", []) if r["round"] == run["round"]), None)
-            run["ratio_to_direct_same_round"] = _ratio(run["rps"], base)
+            run["ratio_to_direct_same_round"] = ratio(run["rps"], base)
         cpu = c["cpu"]
         upstream = "upstream_echo" if "echo" in c["path"] else "upstream_fast" if c["path"] != "/direct" and "direct" not in c["path"] else None
         table.append({
@@ -992,13 +720,13 @@ def summarise(results: dict[str, list[dict[str, Any]]], profile: dict[str, Any] 
     aims["aims_met"] = bool(aims) and all(v["met"] for v in aims.values() if isinstance(v, dict))
     comparison: dict[str, Any] = {"five_new": five_new, "five_old": five_old, "five_new_workers2": five_w2}
     if five_new and five_old:
-        comparison["five_new_over_five_old_rps"] = _ratio(five_new["rps"], five_old["rps"])
-        comparison["five_old_over_five_new_python_cpu"] = _ratio(five_old["python_total_us_per_request"], five_new["python_total_us_per_request"])
+        comparison["five_new_over_five_old_rps"] = ratio(five_new["rps"], five_old["rps"])
+        comparison["five_old_over_five_new_python_cpu"] = ratio(five_old["python_total_us_per_request"], five_new["python_total_us_per_request"])
     if five_new and five_w2:
-        comparison["workers2_over_workers1_rps"] = _ratio(five_w2["rps"], five_new["rps"])
+        comparison["workers2_over_workers1_rps"] = ratio(five_w2["rps"], five_new["rps"])
     native = combined.get("native.jwt_local_rl")
     if native and five_new:
-        comparison["five_new_over_native_rps"] = _ratio(five_new["rps"], native["rps"])
+        comparison["five_new_over_native_rps"] = ratio(five_new["rps"], native["rps"])
     envoy = {key: c["cpu"]["envoy"]["us_per_request"] for key, c in combined.items()}
 
     def added(a: str, b: str) -> float | None:
@@ -1014,15 +742,15 @@ def summarise(results: dict[str, list[dict[str, Any]]], profile: dict[str, Any] 
         "limit_in_the_http_check_adds": added("http.auth_limited", "http.auth_fast"),
         "jwt_authn_and_local_ratelimit_add": added("native.jwt_local_rl", "native.direct"),
         "envoy_bound_ratio_to_direct": {
-            key: _ratio(envoy.get(f"{c['stack']}.direct"), envoy[key]) for key, c in combined.items() if not key.endswith(".direct")},
+            key: ratio(envoy.get(f"{c['stack']}.direct"), envoy[key]) for key, c in combined.items() if not key.endswith(".direct")},
         "envoy_bound_ratio_note": "direct's Envoy µs ÷ the scenario's: the highest ratio_to_direct the scenario could reach if every "
                                   "other process were free and Envoy's one worker the only limit",
     }
     scale = None
     grpc_warm = combined.get("grpc.auth_direct", {}).get("cpu", {}).get("ext_authz", {}).get("us_per_request")
     if grpc_warm:
-        scale = {"factor": round(README_AUTHZ_WARM_US / grpc_warm, 3),
-                 "note": f"bench/README.md's authz.py warm_direct after its fixes was {README_AUTHZ_WARM_US} µs of ext_authz CPU per check on "
+        scale = {"factor": round(AUTHZ_WARM_US_EARLIER / grpc_warm, 3),
+                 "note": f"bench.authz's warm_direct after its fixes (docs/ext-authz.md) was {AUTHZ_WARM_US_EARLIER} µs of ext_authz CPU per check on "
                          "this VM at its normal speed; this run's grpc.auth_direct is the same check. Multiplying by the factor "
                          "estimates the numbers at that speed (a rough estimate: gRPC's kernel-heavy cost may scale differently)"}
         for key, block in (("five_new", five_new), ("five_old", five_old), ("five_new_workers2", five_w2)):
@@ -1039,17 +767,9 @@ def summarise(results: dict[str, list[dict[str, Any]]], profile: dict[str, Any] 
     return out
 
 
-def machine() -> dict[str, Any]:
-    return describe(("grpcio", "protobuf", "PyJWT", "cryptography", "uvloop", "httptools", "redis", "structlog", "prometheus-client"),
-                    ("ext_authz", "gatehouse", "control_plane", "limiter", "ratelimit_svc", "servicekit"))
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="wrk -d seconds per scenario (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=1, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load before each scenario (default: %(default)s)")
+    add_wrk_arguments(parser, duration=10, threads=1)
     parser.add_argument("--rounds", type=int, default=1, help="runs of every scenario, the stack kept up (even rounds in reverse order)")
     parser.add_argument("--quiet-cores", type=float, default=0.3,
                         help="before each scenario wait until the machine's busy CPU (our processes idle) is at most this (0: do not wait)")
@@ -1065,17 +785,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (default: %(default)s)")
     parser.add_argument("--profile-duration", type=int, default=20, help="seconds of the profiled run (default: %(default)s)")
     parser.add_argument("--handler-checks", type=int, default=5000, help="calls per case of the in-process HttpCheck timing (0: skip)")
-    parser.add_argument("--workdir", help="keep tokens, configs, wrk outputs and logs here (default: a temporary directory, removed)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary work directory")
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    stacks = [s for s in args.stacks.split(",") if s]
-    unknown = [s for s in stacks if s not in STACKS]
-    if unknown:
-        parser.error(f"unknown stacks {unknown}; known: {', '.join(STACKS)}")
-    known = {s.key for s in SCENARIOS}
-    bad = [s for s in args.scenarios.split(",") if s and s not in known]
-    if bad:
-        parser.error(f"unknown scenarios {bad}; known: {', '.join(sorted(known))}")
+    chosen(parser, args.stacks, STACKS, "stacks")
+    chosen(parser, args.scenarios, sorted({s.key for s in SCENARIOS}))
+    check_wrk_arguments(parser, args)
     return args
 
 
@@ -1085,14 +799,12 @@ def main(argv: list[str] | None = None) -> int:
     stacks = [s for s in args.stacks.split(",") if s]
     only = {s for s in args.scenarios.split(",") if s}
     wanted = {stack: [s for s in SCENARIOS if s.stack == stack and (not only or s.key in only or s.name == "direct")] for stack in stacks}
-    workdir = work_directory(args.workdir, "gatehouse-gateway-")
-    progress(f"work directory {workdir}")
-    report: dict[str, Any] = {
-        "benchmark": "gateway",
-        "command": command_line(argv),
-        "settings": {
-            "duration_s": args.duration, "rounds": args.rounds, "quiet_cores": args.quiet_cores, "quiet_wait_s": args.quiet_wait,
-            "connections": args.connections, "wrk_threads": args.threads, "warmup_s": args.warmup,
+    results: dict[str, list[dict[str, Any]]] = {}
+    profile: dict[str, Any] | None = None
+    with Run("gateway", argv, args, progress) as run:
+        report = run.report
+        report["settings"] = {
+            **wrk_settings(args), "rounds": args.rounds, "quiet_cores": args.quiet_cores, "quiet_wait_s": args.quiet_wait,
             "envoy_concurrency": ENVOY_CONCURRENCY, "cold_tokens": args.cold_tokens, "hybrid_max_batch": args.max_batch,
             "ext_authz_redis_timeout": args.redis_timeout, "limit": limit_doc(),
             "stacks": {s: STACK_NOTES[s] for s in stacks},
@@ -1102,23 +814,19 @@ def main(argv: list[str] | None = None) -> int:
                                   "/auth/limited and scenario 8)",
                           "echo": "tests/harness EchoUpstream (examples/upstream/echo.py, Python/aiohttp), one per stack (/public/echo)"},
             "cpu": "utime+stime (+cutime+cstime) of each process and all its live descendants, /proc/<pid>/stat, over the wrk run",
-        },
-        "machine": machine(),
-    }
-    started = time.monotonic()
-    speed_start = cpu_speed_probe()
-    bench = Bench(args, workdir)
-    results: dict[str, list[dict[str, Any]]] = {}
-    profile: dict[str, Any] | None = None
-    try:
+        }
+        report["machine"] = describe(("grpcio", "protobuf", "PyJWT", "cryptography", "uvloop", "httptools", "redis", "structlog", "prometheus-client"),
+                                     ("ext_authz", "gatehouse", "control_plane", "limiter", "ratelimit_svc", "servicekit"))
+        speed_start = cpu_speed_probe()
+        bench = GatewayBench(args, run)
         if any(s.token == "cold" for ss in wanted.values() for s in ss):
             progress(f"signing {args.cold_tokens} RS256 tokens per round ({args.rounds}) in {args.sign_processes} processes")
             report["cold_tokens"] = []
             for round_index in range(args.rounds):
-                path = workdir / f"tokens-rs256-round{round_index + 1}.txt"
+                path = run.workdir / f"tokens-rs256-round{round_index + 1}.txt"
                 bench.cold_files.append(path)
-                report["cold_tokens"].append(write_cold_tokens(path, bench.issuer, args.cold_tokens, 4 * 3600, args.sign_processes,
-                                                               first=round_index * args.cold_tokens))
+                report["cold_tokens"].append(write_tokens_in_parallel(path, bench.issuer, args.cold_tokens, 4 * 3600, args.sign_processes,
+                                                                      first=round_index * args.cold_tokens))
         progress("starting Redis and the fast upstream")
         report["shared"] = bench.start_shared()
         report["stacks"] = {}
@@ -1128,54 +836,62 @@ def main(argv: list[str] | None = None) -> int:
             report["stacks"][name] = {**stack.info, "pids": stack.processes, "listener_port": stack.listener_port}
             try:
                 for round_index in range(args.rounds):
-                    order = wanted[name] if round_index % 2 == 0 else list(reversed(wanted[name]))
                     bench.round = round_index
-                    for scenario in order:
-                        quiet = bench.wait_quiet()
-                        run = bench.run(stack, scenario)
-                        run["round"] = round_index + 1
-                        run["quiet_wait"] = quiet
-                        results.setdefault(scenario.key, []).append(run)
+                    for scenario in round_order(wanted[name], round_index):
+                        quiet = wait_quiet(args.quiet_cores, args.quiet_wait)
+                        result = bench.run(stack, scenario)
+                        result["round"] = round_index + 1
+                        result["quiet_wait"] = quiet
+                        results.setdefault(scenario.key, []).append(result)
                 if name == "http" and "http.auth_limited" in results and args.profile != "never":
-                    partial = summarise(results, None)["aims"]
-                    if args.profile == "always" or not partial.get("aims_met", False):
-                        progress("profiling ext_authz (py-spy --native) during an extra, unmeasured run of http.auth_limited")
-                        scenario = next(s for s in SCENARIOS if s.key == "http.auth_limited")
-                        bench.wait_quiet()
-                        profiled = bench.run(stack, scenario, profile_to=workdir / "profile-http-auth_limited.txt")
-                        profile = {"note": "py-spy record --native on the ext_authz process during an extra run of 5-new; "
-                                           "sampling slows the service: no rate from this run is used",
-                                   "rps_while_profiled": profiled["rps"],
-                                   "ext_authz_us_per_request_while_profiled": profiled["cpu"]["ext_authz"]["us_per_request"],
-                                   **profiled["profile"]}
-                        measured = statistics.median(r["cpu"]["ext_authz"]["us_per_request"] for r in results["http.auth_limited"])
-                        profile["us_per_request_by_category"] = {
-                            "note": "share of running samples × the unprofiled 5-new ext_authz µs per request (median over rounds)",
-                            "ext_authz_us_per_request": round(measured, 1),
-                            **{c["name"]: round(c["share"] * measured, 1) for c in profile.get("categories", [])}}
-                        inside = profile.get("inside_HttpCheck", {}).get("share")
-                        if inside is not None:
-                            profile["us_per_request_by_category"]["inside HttpCheck (the handler)"] = round(inside * measured, 1)
-                            profile["us_per_request_by_category"]["outside HttpCheck (server, parser, task, loop, syscalls)"] = round((1 - inside) * measured, 1)
+                    profile = profile_five_new(bench, stack, results, args) or profile
             finally:
                 progress(f"stack {name}: stopping")
                 stack.stop()
         if args.handler_checks > 0 and "http" in stacks:
             progress(f"HttpCheck in-process, {args.handler_checks} calls per case")
-            report["handler_in_process"] = handler_cost(workdir / "http" / "authz" / "ext-authz.yaml", bench.headers["warm"] or "",
-                                                        args.handler_checks, workdir / "handler-in-process.log")
+            report["handler_in_process"] = handler_cost(run.workdir / "http" / "authz" / "ext-authz.yaml", bench.headers["warm"] or "",
+                                                        args.handler_checks, run.workdir / "handler-in-process.log")
             for case, numbers in report["handler_in_process"].items():
                 progress(f"  {case:<28} awaited {numbers['awaited_cpu_us']} us  as a task {numbers['as_task_cpu_us']} us CPU")
-    finally:
-        bench.stop_shared()
-        report["wall_s"] = round(time.monotonic() - started, 1)
-        if not args.keep and not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    report["summary"] = summarise(results, profile)
+    summary = summarise(results, profile)
     report["machine"]["speed_probe_ns_per_iteration"] = {"at_start": speed_start, "at_end": cpu_speed_probe()}
-    report["scenarios"] = [run for runs in results.values() for run in runs]
-    print_report(report)
+    run.print(
+        baseline={"direct_rps_by_stack": summary["baselines_direct_rps"],
+                  "note": "each stack's own Envoy direct response (/direct), measured in the same run"},
+        ratios={row["scenario"]: {"to_direct": row["ratio_to_direct"], "to_public_fast": row["ratio_to_public_fast"],
+                                  "to_direct_per_round": row["ratio_to_direct_per_round"]}
+                for row in summary["table"] if not row["scenario"].endswith(".direct")},
+        summary=summary, scenarios=[result for runs in results.values() for result in runs],
+    )
     return 0
+
+
+def profile_five_new(bench: GatewayBench, stack: Stack, results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> dict[str, Any] | None:
+    """py-spy on the ext_authz worker during an extra, unmeasured run of http.auth_limited,
+    when an aim is missed (``--profile auto``) or always; its shares × the measured µs."""
+    partial = summarise(results, None)["aims"]
+    if args.profile != "always" and partial.get("aims_met", False):
+        return None
+    progress("profiling ext_authz (py-spy --native) during an extra, unmeasured run of http.auth_limited")
+    scenario = next(s for s in SCENARIOS if s.key == "http.auth_limited")
+    wait_quiet(args.quiet_cores, args.quiet_wait)
+    profiled = bench.run(stack, scenario, profile_to=bench.workdir / "profile-http-auth_limited.txt")
+    profile = {"note": "py-spy record --native on the ext_authz process during an extra run of 5-new; "
+                       "sampling slows the service: no rate from this run is used",
+               "rps_while_profiled": profiled["rps"],
+               "ext_authz_us_per_request_while_profiled": profiled["cpu"]["ext_authz"]["us_per_request"],
+               **profiled["profile"]}
+    measured = statistics.median(r["cpu"]["ext_authz"]["us_per_request"] for r in results["http.auth_limited"])
+    profile["us_per_request_by_category"] = {
+        "note": "share of running samples × the unprofiled 5-new ext_authz µs per request (median over rounds)",
+        "ext_authz_us_per_request": round(measured, 1),
+        **{c["name"]: round(c["share"] * measured, 1) for c in profile.get("categories", [])}}
+    inside = profile.get("inside_HttpCheck", {}).get("share")
+    if inside is not None:
+        profile["us_per_request_by_category"]["inside HttpCheck (the handler)"] = round(inside * measured, 1)
+        profile["us_per_request_by_category"]["outside HttpCheck (server, parser, task, loop, syscalls)"] = round((1 - inside) * measured, 1)
+    return profile
 
 
 if __name__ == "__main__":

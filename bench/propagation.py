@@ -14,13 +14,13 @@ A baseline is measured in the same run, against the same stack: the round trip o
 ``--mixed N`` adds, per route count, N mixed commits on a second stack (with ext_authz):
 new namespaces and services (new clusters), cache and circuit breakers (changed clusters),
 validation, hosts, removals and the simple change, two or three per commit
-(``bench/mixed_commits.py``), each followed by a simple change on the same stack; each
+(``bench/kit/mixed_commits.py``), each followed by a simple change on the same stack; each
 commit's time until Envoy serves all of it, mixed beside simple (issue 28: such commits
 once waited 15 s).
 
-    .venv/bin/python bench/propagation.py --routes 10,1000,10000 --changes 20
-    .venv/bin/python bench/propagation.py --routes 1000 --mode poll
-    .venv/bin/python bench/propagation.py --routes 10,1000 --changes 20 --mixed 24
+    .venv/bin/python -m bench.propagation --routes 10,1000,10000 --changes 20
+    .venv/bin/python -m bench.propagation --routes 1000 --mode poll
+    .venv/bin/python -m bench.propagation --routes 10,1000 --changes 20 --mixed 24
 
 One JSON document goes to stdout; progress to stderr. See bench/README.md.
 """
@@ -30,36 +30,27 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import random
-import shutil
-import statistics
-import subprocess
-import sys
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from servicekit.durations import parse_duration_ms  # noqa: E402
-from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
-from tests.harness.gateway import GatewayStack  # noqa: E402
-from tests.harness.http_client import Client  # noqa: E402
-from tests.harness.issuer import TestIssuer  # noqa: E402
-from tests.harness.route_repo import route_doc  # noqa: E402
-from tests.harness.upstream import EchoUpstream  # noqa: E402
-from bench.proc_stats import cpu_seconds  # noqa: E402
-from bench import pyspy  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
-from bench.mixed_commits import MixedScenario, Probe, op_maxima  # noqa: E402
+from bench.kit import profiler
+from bench.kit.machine import command_output, describe
+from bench.kit.mixed_commits import MixedScenario, Probe, op_maxima
+from bench.kit.processes import cpu_seconds, memory_mib
+from bench.kit.run import Progress, Run, add_workdir_arguments
+from bench.kit.stats import ratio, summary_ms as summary
+from servicekit.durations import parse_duration_ms
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import Client
+from tests.harness.issuer import TestIssuer
+from tests.harness.route_repo import route_doc
+from tests.harness.upstream import EchoUpstream
 
 try:  # libyaml makes generating 10,000 route documents take a second, not ten
     from yaml import CSafeDumper as _Dumper
@@ -74,43 +65,10 @@ SERVICES = ("svc-a", "svc-b")
 KINDS = ("exact", "template", "prefix", "segmentPrefix")
 PROJECT_PACKAGES = ("control_plane/", "servicekit/admin_http.py")
 SITE_PACKAGES = ("site-packages/",)
-"""A profile frame's path is cut after these only (bench.pyspy.frame_name; lib/python3 frames keep their full path)."""
+"""A profile frame's path is cut after these only (bench.kit.profiler.frame_name; lib/python3 frames keep their full path)."""
 
 
-def progress(message: str) -> None:
-    print(f"[propagation {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# -- statistics -------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100): always one of the measured values."""
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
-
-
-def summary(values_s: list[float]) -> dict[str, Any]:
-    """Seconds in, milliseconds out (rounded to 0.01 ms)."""
-    if not values_s:
-        return {"n": 0}
-    ms = [v * 1000 for v in values_s]
-    return {
-        "n": len(ms),
-        "p50_ms": round(percentile(ms, 50), 2),
-        "p90_ms": round(percentile(ms, 90), 2),
-        "p99_ms": round(percentile(ms, 99), 2),
-        "max_ms": round(max(ms), 2),
-        "min_ms": round(min(ms), 2),
-        "mean_ms": round(statistics.fmean(ms), 2),
-    }
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or not b:
-        return None
-    return round(a / b, 2)
+progress = Progress("propagation")
 
 
 # -- the route repository ---------------------------------------------------------------
@@ -208,25 +166,6 @@ class RouteSet:
 # -- observing processes ----------------------------------------------------------------
 
 
-def proc_memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (peak RSS) of a process, in KiB."""
-    out: dict[str, int] = {}
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key + "_kib"] = int(value.split()[0])
-    return out
-
-
-def memory_mib(pid: int) -> dict[str, float]:
-    kib = proc_memory(pid)
-    return {
-        "VmRSS_mib": round(kib.get("VmRSS_kib", 0) / 1024, 1),
-        "VmHWM_mib": round(kib.get("VmHWM_kib", 0) / 1024, 1),
-    }
-
-
 class LogTail:
     """New JSON lines of the control plane's log since the last read."""
 
@@ -260,37 +199,11 @@ def histogram_totals(metrics: dict[str, float], name: str, kind: str) -> tuple[f
 # -- profiling (optional) -----------------------------------------------------------------
 
 
-def summarise_profile(path: Path, top: int = 20) -> dict[str, Any]:
-    """Shares of active samples by leaf function (self) and by function on the stack (inclusive)."""
-    self_counts: Counter[str] = Counter()
-    inclusive: Counter[str] = Counter()
-    project: Counter[str] = Counter()
-    threads: Counter[str] = Counter()
-    total = 0
-    for count, frames in pyspy.raw_samples(path):
-        thread = next((f for f in frames if f.startswith("thread ")), "thread ?").partition(": ")[2] or "?"
-        functions = [pyspy.frame_name(f, SITE_PACKAGES) for f in frames if " (" in f and not f.startswith(("process ", "thread "))]
-        if not functions:
-            continue
-        total += count
-        threads[thread] += count
-        self_counts[functions[-1]] += count
-        for function in set(functions):
-            inclusive[function] += count
-        for function in {f for f in functions if f.split(" (", 1)[1].startswith(PROJECT_PACKAGES)}:
-            project[function] += count
-
-    def shares(counter: Counter[str]) -> list[dict[str, Any]]:
-        return [{"function": f, "share": round(n / total, 3), "samples": n} for f, n in counter.most_common(top)]
-
-    return {
-        "raw_file": str(path),
-        "samples": total,
-        "by_thread": shares(threads),
-        "self": shares(self_counts),
-        "inclusive": shares(inclusive),
-        "inclusive_project": shares(project),
-    }
+def summarise_profile(path: Path) -> dict[str, Any]:
+    """bench.kit.profiler.summarise_profile of every sample (``--profile-idle`` keeps the
+    waiting ones): by thread, leaf, function on the stack, and the control plane's functions."""
+    return profiler.summarise_profile(path, (), running_only=False, top=20, frame=lambda f: profiler.frame_name(f, SITE_PACKAGES),
+                                      project=PROJECT_PACKAGES)
 
 
 # -- one size -----------------------------------------------------------------------------
@@ -471,7 +384,7 @@ def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[st
     stack = GatewayStack(directory, upstreams=SERVICES, delta=args.delta, poll_interval=poll_interval)
     stack.configure_gateway(routeStats=not args.no_route_stats)
     result: dict[str, Any] = {"routes": count, "files": routes.files, "workdir": str(directory), "route_stats": not args.no_route_stats}
-    profiler: pyspy.Profiler | None = None
+    sampler: profiler.Profiler | None = None
     try:
         started = time.monotonic()
         routes.write_all(stack)
@@ -499,14 +412,14 @@ def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[st
         )
 
         if args.profile_dir:
-            profiler = pyspy.Profiler(
+            sampler = profiler.Profiler(
                 cp_pid, Path(args.profile_dir) / f"propagation-{args.mode}-{count}.txt", args.profile_rate, summarise_profile,
                 native=args.profile_native, gil=not args.profile_idle, attach_s=0.5, stop_timeout=30, option="--profile",
             )
         records, internals = run_changes(stack, routes, args, log)
-        if profiler is not None:
-            result["profile"] = profiler.stop()
-            profiler = None
+        if sampler is not None:
+            result["profile"] = sampler.stop()
+            sampler = None
         result["memory_after_changes"] = {"control_plane": memory_mib(cp_pid), "envoy": memory_mib(stack.envoy.pid)}
 
         latency = summary([r["latency_ms"] / 1000 for r in records])
@@ -523,17 +436,17 @@ def measure_size(count: int, args: argparse.Namespace, workdir: Path) -> dict[st
             **internals,
         }
         result["ratios"] = {
-            "p50_over_sync_noop_p50": ratio(latency["p50_ms"], floor),
-            "p99_over_sync_noop_p50": ratio(latency["p99_ms"], floor),
-            "p50_over_envoy_request_p50": ratio(latency["p50_ms"], request),
-            "p99_over_envoy_request_p50": ratio(latency["p99_ms"], request),
+            "p50_over_sync_noop_p50": ratio(latency["p50_ms"], floor, 2),
+            "p99_over_sync_noop_p50": ratio(latency["p99_ms"], floor, 2),
+            "p50_over_envoy_request_p50": ratio(latency["p50_ms"], request, 2),
+            "p99_over_envoy_request_p50": ratio(latency["p99_ms"], request, 2),
         }
         result["aim"] = {"p99_ms": aim, "met": latency["p99_ms"] <= aim} if aim is not None else None
         result["changes"] = records
         progress(f"  {count} routes: p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms")
     finally:
-        if profiler is not None:
-            profiler.stop()
+        if sampler is not None:
+            sampler.stop()
         stack.stop()
     return result
 
@@ -650,33 +563,15 @@ def measure_mixed(count: int, args: argparse.Namespace, workdir: Path, simple: d
     result["simple_latency"] = simple_here
     result["slowest_commit_by_op_ms"] = op_maxima(mixed)
     result["ratios"] = {
-        "p99_over_sync_noop_p50": ratio(latency["p99_ms"], floor),
-        "max_over_simple_max": ratio(latency["max_ms"], simple_here["max_ms"]),
-        "p50_over_simple_p50": ratio(latency["p50_ms"], simple_here["p50_ms"]),
-        "simple_here_p50_over_simple_p50": ratio(simple_here["p50_ms"], simple["latency"]["p50_ms"]),
+        "p99_over_sync_noop_p50": ratio(latency["p99_ms"], floor, 2),
+        "max_over_simple_max": ratio(latency["max_ms"], simple_here["max_ms"], 2),
+        "p50_over_simple_p50": ratio(latency["p50_ms"], simple_here["p50_ms"], 2),
+        "simple_here_p50_over_simple_p50": ratio(simple_here["p50_ms"], simple["latency"]["p50_ms"], 2),
     }
     result["aim"] = {"max_ms": MIXED_AIM_MS, "met": latency["max_ms"] <= MIXED_AIM_MS}
     result["commits"] = records
     progress(f"  {count} routes, mixed: p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms")
     return result
-
-
-def machine() -> dict[str, Any]:
-    envoy = shutil.which("envoy", path=str(Path(sys.executable).parent)) or "envoy"
-    try:
-        envoy_version = subprocess.run([envoy, "--version"], capture_output=True, text=True, timeout=30).stdout.strip().splitlines()[-1]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        envoy_version = None
-    git_version = subprocess.run(["git", "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
-    return {
-        "cpus": os.cpu_count(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "envoy": envoy_version,
-        "git": git_version,
-        "yaml_dumper": _Dumper.__name__,
-    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -698,41 +593,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--profile-rate", type=int, default=250, help="py-spy samples per second (default: %(default)s)")
     parser.add_argument("--profile-idle", action="store_true", help="sample every thread, waiting or not (default: --gil, the GIL holder)")
     parser.add_argument("--profile-native", action="store_true", help="py-spy --native: include C frames (e.g. the garbage collector)")
-    parser.add_argument("--workdir", help="where repos and logs go (default: a temporary directory, removed unless --keep)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, repos)")
+    add_workdir_arguments(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     counts = [int(c) for c in args.routes.split(",") if c.strip()]
-    workdir = work_directory(args.workdir, "gatehouse-propagation-")
-    progress(f"work directory {workdir}")
-    report: dict[str, Any] = {
-        "benchmark": "propagation",
-        "command": command_line(argv),
-        "mode": args.mode,
-        "protocol": "delta" if args.delta else "sotw",
-        "git_poll_interval": args.poll_interval if args.mode == "poll" else "600s (webhook mode: polling effectively off)",
-        "changes_per_size": args.changes,
-        "mixed_commits_per_size": args.mixed,
-        "routes_per_file": args.routes_per_file,
-        "poll_gap_ms": args.poll_gap_ms,
-        "settle_ms": args.settle_ms,
-        "machine": machine(),
-        "sizes": [],
-    }
-    started = time.monotonic()
-    try:
+    with Run("propagation", argv, args, progress) as run:
+        report = run.report
+        report["settings"] = {
+            "routes": counts,
+            "mode": args.mode,
+            "protocol": "delta" if args.delta else "sotw",
+            "git_poll_interval": args.poll_interval if args.mode == "poll" else "600s (webhook mode: polling effectively off)",
+            "changes_per_size": args.changes,
+            "mixed_commits_per_size": args.mixed,
+            "routes_per_file": args.routes_per_file,
+            "poll_gap_ms": args.poll_gap_ms,
+            "settle_ms": args.settle_ms,
+        }
+        report["machine"] = describe(("PyYAML", "xds-protos", "grpcio"), ("control_plane", "servicekit"),
+                                     git=command_output("git", "--version"), yaml_dumper=_Dumper.__name__)
+        report["sizes"] = []
         for count in counts:
-            size = measure_size(count, args, workdir)
+            size = measure_size(count, args, run.workdir)
             if args.mixed:
-                size["mixed"] = measure_mixed(count, args, workdir, size)
+                size["mixed"] = measure_mixed(count, args, run.workdir, size)
             report["sizes"].append(size)
-    finally:
-        report["wall_s"] = round(time.monotonic() - started, 1)
-        if not args.keep and not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
     report["summary"] = [
         {
             "routes": s["routes"],
@@ -765,9 +653,12 @@ def main(argv: list[str] | None = None) -> int:
         }
         for s in report["sizes"]
     ]
-    print_report(report)
+    run.print(
+        baseline={str(s["routes"]): s["baseline"] for s in report["sizes"]},
+        ratios={str(s["routes"]): {**s["ratios"], **({"mixed": s["mixed"]["ratios"]} if "mixed" in s else {})} for s in report["sizes"]},
+    )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -35,7 +35,7 @@ Two more measurements answer "grpc.aio or our code?":
 ``cpu_per_decision_decomposition`` puts the three side by side.
 
 ``--peer`` adds the reference implementation, envoyproxy/ratelimit (Go, built by
-``scripts/build-ratelimit-peer``, started by ``bench/ratelimit_peer.py``), on the same Redis
+``scripts/build-ratelimit-peer``, started by ``bench/kit/ratelimit_peer.py``), on the same Redis
 behind a third gateway that is the same as the first (same routes, the same Envoy config)
 except for its rate-limit cluster's address. The peer's config matches the descriptor
 Envoy sends for each route, ``[limit=default/<route>#0, <key kind>=<value>]``, with the
@@ -61,10 +61,10 @@ deltas, CPU is utime+stime of the ext_authz process tree.
 ``--profile-dir`` adds a py-spy ``--native`` profile of ratelimit_svc during an extra,
 unmeasured-for-the-table run of each ``--profile-scenarios`` scenario (``profiled_runs``).
 
-    .venv/bin/python bench/ratelimit.py                          # all scenarios, 10 s each, ~80 s
-    .venv/bin/python bench/ratelimit.py --peer --algorithm fixedWindow  # + envoyproxy/ratelimit and the HTTP check, ~3 min
-    .venv/bin/python bench/ratelimit.py --quick                  # 4 s each, ~35 s
-    .venv/bin/python bench/ratelimit.py --scenarios open_echo,exact_echo,hybrid_echo --max-batch 20
+    .venv/bin/python -m bench.ratelimit                          # all scenarios, 10 s each, ~80 s
+    .venv/bin/python -m bench.ratelimit --peer --algorithm fixedWindow  # + envoyproxy/ratelimit and the HTTP check, ~3 min
+    .venv/bin/python -m bench.ratelimit --quick                  # 4 s each, ~35 s
+    .venv/bin/python -m bench.ratelimit --scenarios open_echo,exact_echo,hybrid_echo --max-batch 20
 
 One JSON document goes to stdout; progress to stderr. See bench/README.md.
 """
@@ -75,7 +75,6 @@ import argparse
 import asyncio
 import os
 import re
-import shutil
 import sys
 import time
 from collections import Counter
@@ -85,27 +84,13 @@ from typing import Any, Protocol
 
 import redis
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
-from tests.harness.gateway import GatewayStack  # noqa: E402
-from tests.harness.issuer import TestIssuer  # noqa: E402
-from tests.harness.ports import free_port  # noqa: E402
-from tests.harness.processes import ManagedProcess, port_open  # noqa: E402
-from tests.harness.ratelimit import RateLimitServiceProcess  # noqa: E402
-from tests.harness.redis import RedisServer  # noqa: E402
-from tests.harness.route_repo import route_doc  # noqa: E402
-from bench.proc_stats import (  # noqa: E402
-    children_cpu_seconds, context_switches, cpu_seconds, cpu_times, machine_busy_seconds, process_tree, tree_context_switches,
-    tree_cpu_times,
+from bench.kit import profiler
+from bench.kit.machine import command_output, describe
+from bench.kit.metrics import authz_decisions as decisions_of, delta, samples
+from bench.kit.processes import (
+    CpuWindow, context_switches, cpu_seconds, cpu_times, machine_costs, process_tree, request_costs, tree_context_switches, tree_cpu_times,
 )
-from bench.machine import command_output, describe  # noqa: E402
-from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
-from bench import pyspy  # noqa: E402
-from bench.ratelimit_peer import (  # noqa: E402
+from bench.kit.ratelimit_peer import (
     BUILD_SCRIPT as PEER_BUILD_SCRIPT,
     DEFAULT_LOCAL_CACHE_BYTES as PEER_LOCAL_CACHE_BYTES,
     DEFAULT_PIPELINE_WINDOW as PEER_PIPELINE_WINDOW,
@@ -113,6 +98,17 @@ from bench.ratelimit_peer import (  # noqa: E402
     RatelimitPeer,
     peer_binary,
 )
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments, chosen
+from bench.kit.stats import ratio
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command, wrk_settings
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.issuer import TestIssuer
+from tests.harness.ports import free_port
+from tests.harness.processes import ManagedProcess
+from tests.harness.ratelimit import RateLimitServiceProcess
+from tests.harness.redis import RedisServer
+from tests.harness.route_repo import route_doc
 
 ENVOY_CONCURRENCY = 1
 """tests/harness/envoy.py starts Envoy with --concurrency 1: one worker thread."""
@@ -137,42 +133,12 @@ HTTP_CHECK_UNUSED_RATELIMIT = "127.0.0.1:1"
 """The HTTP-check gateway's ``rateLimit.address``: the block turns limits on; nothing listens there."""
 
 
-def progress(message: str) -> None:
-    print(f"[ratelimit {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-TRIVIAL_SERVER = '''"""A trivial RateLimitService: grpc.aio, same server options as ratelimit_svc, answers OK."""
-import asyncio
-import sys
-
-import grpc
-from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
-
-OK = rls_pb2.RateLimitResponse(overall_code=rls_pb2.RateLimitResponse.OK)
-
-
-class Trivial(rls_pb2_grpc.RateLimitServiceServicer):
-    async def ShouldRateLimit(self, request, context):
-        return OK
-
-
-async def main(address):
-    server = grpc.aio.server()
-    rls_pb2_grpc.add_RateLimitServiceServicer_to_server(Trivial(), server)
-    server.add_insecure_port(address)
-    await server.start()
-    await server.wait_for_termination()
-
-
-asyncio.run(main(sys.argv[1]))
-'''
+progress = Progress("ratelimit")
 
 
 # -- process and service readings -------------------------------------------------------
 
 
-_SAMPLE = re.compile(r'^(?P<name>gatehouse_ratelimit_\w+)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)$', re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 _COUNTERS = ("hits", "over_limit", "near_limit", "shadow", "reservations", "reserved_tokens", "released_tokens",
              "lapsed_tokens", "redis_calls", "redis_errors", "fallback_decisions")
 
@@ -186,31 +152,22 @@ def ratelimit_counters(service: MetricsSource) -> Counter[str]:
     (``gatehouse_ratelimit_<counter>_total``; ``redis_calls`` by op, errors by reason), in
     ratelimit_svc or in ext_authz (the same ``limiter/`` metrics), summed over workers."""
     counts: Counter[str] = Counter()
-    for match in _SAMPLE.finditer(service.metrics_text()):
-        name = match["name"]
+    for name, labels, value in samples(service.metrics_text(), "gatehouse_ratelimit_"):
         if not name.endswith("_total"):
             continue
         counter = name.removeprefix("gatehouse_ratelimit_").removesuffix("_total")
         if counter not in _COUNTERS:
             continue
-        labels = dict(_LABEL.findall(match["labels"] or ""))
         extra = labels.get("op") or labels.get("reason") or labels.get("policy")
         key = f"{labels.get('limit')}|{counter}" + (f"|{extra}" if extra else "")
-        counts[key] += int(float(match["value"]))
+        counts[key] += int(value)
     return counts
-
-
-_AUTHZ_DECISION = re.compile(r'^gatehouse_authz_decisions_total\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$', re.MULTILINE)
 
 
 def authz_decisions(service: MetricsSource) -> Counter[str]:
     """ext_authz's ``gatehouse_authz_decisions_total`` as ``<result>|<reason>`` → value (a
     public route's admitted check is ``allow|public``; a 429 from the limits counts none)."""
-    counts: Counter[str] = Counter()
-    for match in _AUTHZ_DECISION.finditer(service.metrics_text()):
-        labels = dict(_LABEL.findall(match["labels"]))
-        counts[f"{labels.get('result')}|{labels.get('reason')}"] += int(float(match["value"]))
-    return counts
+    return decisions_of(service.metrics_text(), "|")
 
 
 def of_limit(counts: Counter[str], limit_id: str) -> dict[str, Any]:
@@ -307,14 +264,10 @@ def envoy_config_diff(a: GatewayStack, b: GatewayStack) -> list[str]:
 # -- scenarios --------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    path: str
-    description: str
+@dataclass(frozen=True, kw_only=True)
+class LimitScenario(Scenario):
     route: str | None = None
     """The route whose limit this scenario exercises (its limit id is ``default/<route>#0``)."""
-    expect_status: int = 200
     trivial: bool = False
     """Run against the second stack, whose rate-limit service is a trivial grpc.aio servicer (returns OK)."""
     peer: bool = False
@@ -347,30 +300,30 @@ class Scenario:
 
 
 SCENARIOS = [
-    Scenario("open_direct", "/open/direct", "Envoy direct response, no rateLimits: Envoy's ceiling"),
-    Scenario("open_echo", "/open/echo", "proxied to the echo upstream, no rateLimits: the baseline (no rate-limit call)"),
-    Scenario("exact_echo", "/rl/exact", "proxied, one limit far above the rate, mode exact: one Redis script per decision", "rl-exact"),
-    Scenario("hybrid_echo", "/rl/hybrid", "proxied, the same limit, mode hybrid: decisions from local tokens, batched reservations", "rl-hybrid"),
-    Scenario("exact_deny", "/deny/exact", "limit 1 per hour, mode exact: 429, every decision asks Redis", "deny-exact", 429),
-    Scenario("hybrid_deny", "/deny/hybrid", "limit 1 per hour, mode hybrid: 429, the denial is remembered until Redis said a hit could pass", "deny-hybrid", 429),
-    Scenario("trivial_grpc_echo", "/rl/exact", "the same route, but Envoy's rate-limit service is a trivial grpc.aio servicer that returns OK: bare grpcio's cost", trivial=True),
-    Scenario("peer_open_echo", "/open/echo", "the peer gateway, no rateLimits: its baseline (the same as open_echo if the two gateways are alike)", peer=True),
-    Scenario("peer_echo", "/rl/exact", "the same route and descriptor on the peer gateway: envoyproxy/ratelimit, fixed window 10^8 per minute, "
-             "one pipelined INCRBY+EXPIRE per decision", "rl-exact", peer=True),
-    Scenario("peer_deny", "/deny/exact", "the same deny route on the peer gateway: 1 per hour, 429; over-limit keys answered from the peer's local cache",
-             "deny-exact", 429, peer=True),
+    LimitScenario("open_direct", "/open/direct", "Envoy direct response, no rateLimits: Envoy's ceiling"),
+    LimitScenario("open_echo", "/open/echo", "proxied to the echo upstream, no rateLimits: the baseline (no rate-limit call)"),
+    LimitScenario("exact_echo", "/rl/exact", "proxied, one limit far above the rate, mode exact: one Redis script per decision", route="rl-exact"),
+    LimitScenario("hybrid_echo", "/rl/hybrid", "proxied, the same limit, mode hybrid: decisions from local tokens, batched reservations", route="rl-hybrid"),
+    LimitScenario("exact_deny", "/deny/exact", "limit 1 per hour, mode exact: 429, every decision asks Redis", 429, route="deny-exact"),
+    LimitScenario("hybrid_deny", "/deny/hybrid", "limit 1 per hour, mode hybrid: 429, the denial is remembered until Redis said a hit could pass", 429, route="deny-hybrid"),
+    LimitScenario("trivial_grpc_echo", "/rl/exact", "the same route, but Envoy's rate-limit service is a trivial grpc.aio servicer that returns OK: bare grpcio's cost", trivial=True),
+    LimitScenario("peer_open_echo", "/open/echo", "the peer gateway, no rateLimits: its baseline (the same as open_echo if the two gateways are alike)", peer=True),
+    LimitScenario("peer_echo", "/rl/exact", "the same route and descriptor on the peer gateway: envoyproxy/ratelimit, fixed window 10^8 per minute, "
+             "one pipelined INCRBY+EXPIRE per decision", route="rl-exact", peer=True),
+    LimitScenario("peer_deny", "/deny/exact", "the same deny route on the peer gateway: 1 per hour, 429; over-limit keys answered from the peer's local cache",
+             429, route="deny-exact", peer=True),
 ]
 HTTP_SCENARIOS = [
-    Scenario("http_open_echo", "/open/echo", "the HTTP-check gateway, no rateLimits: its baseline (no ext_authz call on a public route "
+    LimitScenario("http_open_echo", "/open/echo", "the HTTP-check gateway, no rateLimits: its baseline (no ext_authz call on a public route "
              "without limits)", http=True),
-    Scenario("http_exact_echo", "/rl/exact", "the same route on the HTTP-check gateway: ext_authz over HTTP decides the limit "
-             "(auth.public, no token), mode exact: one Redis script per decision", "rl-exact", http=True),
-    Scenario("http_hybrid_echo", "/rl/hybrid", "the same route on the HTTP-check gateway, mode hybrid: local tokens, batched reservations",
-             "rl-hybrid", http=True),
-    Scenario("http_exact_deny", "/deny/exact", "the deny route on the HTTP-check gateway, mode exact: 429, every decision asks Redis",
-             "deny-exact", 429, http=True),
-    Scenario("http_hybrid_deny", "/deny/hybrid", "the deny route on the HTTP-check gateway, mode hybrid: 429 from the remembered denial",
-             "deny-hybrid", 429, http=True),
+    LimitScenario("http_exact_echo", "/rl/exact", "the same route on the HTTP-check gateway: ext_authz over HTTP decides the limit "
+             "(auth.public, no token), mode exact: one Redis script per decision", route="rl-exact", http=True),
+    LimitScenario("http_hybrid_echo", "/rl/hybrid", "the same route on the HTTP-check gateway, mode hybrid: local tokens, batched reservations",
+             route="rl-hybrid", http=True),
+    LimitScenario("http_exact_deny", "/deny/exact", "the deny route on the HTTP-check gateway, mode exact: 429, every decision asks Redis",
+             429, route="deny-exact", http=True),
+    LimitScenario("http_hybrid_deny", "/deny/hybrid", "the deny route on the HTTP-check gateway, mode hybrid: 429 from the remembered denial",
+             429, route="deny-hybrid", http=True),
 ]
 SCENARIOS += HTTP_SCENARIOS
 BY_NAME = {s.name: s for s in SCENARIOS}
@@ -542,14 +495,14 @@ PROFILE_CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("asyncio", ("asyncio/", "_asynciomodule", "selectors.py", "selectmodule", "uvloop")),
 ]
 """Where a running sample's time goes: the innermost frame that names a category wins."""
-_PROFILE_QUEUE_WAITS = (*pyspy.QUEUE_WAITS, "pthread_cond_wait")
-_PROFILE_SYSCALL_LEAVES = (*pyspy.SYSCALL_LEAVES, "epoll_ctl")
+_PROFILE_QUEUE_WAITS = (*profiler.QUEUE_WAITS, "pthread_cond_wait")
+_PROFILE_SYSCALL_LEAVES = (*profiler.SYSCALL_LEAVES, "epoll_ctl")
 
 
 def summarise_profile(path: Path) -> dict[str, Any]:
-    """bench.pyspy.summarise_profile with ratelimit_svc's categories: how much of it is inside
+    """bench.kit.profiler.summarise_profile with ratelimit_svc's categories: how much of it is inside
     ``ShouldRateLimit`` and inside ``Limiter.hit``, and the project's functions."""
-    return pyspy.summarise_profile(path, PROFILE_CATEGORIES, ("inside_ShouldRateLimit", "RateLimitService.ShouldRateLimit ("),
+    return profiler.summarise_profile(path, PROFILE_CATEGORIES, ("inside_ShouldRateLimit", "RateLimitService.ShouldRateLimit ("),
                                    queue_waits=_PROFILE_QUEUE_WAITS, syscall_leaves=_PROFILE_SYSCALL_LEAVES,
                                    share_inside={"inside_Limiter_hit_share": "Limiter.hit (limiter/"},
                                    project=("limiter/", "ratelimit_svc/", "servicekit/"))
@@ -558,10 +511,10 @@ def summarise_profile(path: Path) -> dict[str, Any]:
 # -- the run ----------------------------------------------------------------------------
 
 
-class Bench:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
-        self.args = args
-        self.workdir = workdir
+class LimitBench(Bench):
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        super().__init__(args, run)
+        workdir = self.workdir
         self.redis: RedisServer | None = None
         self.redis_client: redis.Redis | None = None
         self.ratelimit: RateLimitServiceProcess | None = None
@@ -582,47 +535,40 @@ class Bench:
         extra: dict[str, Any] = {"rateLimit": {"address": ratelimit_address, "timeout": self.args.ratelimit_timeout}}
         if ext_authz is not None:
             extra["extAuthz"] = ext_authz
-        stack = GatewayStack(self.workdir / name, upstreams=("svc-a",), control_plane_extra=extra)
-        stack.commit_routes({"routes.yaml": routes(self.args)})
-        try:
-            stack.start(wait_path="/open/direct")
-            stack.wait_status("/open/echo", 200)
-        except BaseException:
-            stack.stop()
-            raise
+        stack = self.gateway(name, routes(self.args), wait_path="/open/direct", extra=extra)
+        stack.wait_status("/open/echo", 200)
         return stack
 
     def start(self) -> dict[str, Any]:
         started = time.monotonic()
-        self.redis = RedisServer.start(log_dir=self.workdir / "redis")
+        self.redis = self.parts.add(RedisServer.start(log_dir=self.workdir / "redis"))
         self.redis_client = redis.Redis(host=self.redis.host, port=self.redis.port)
+        self.parts.on_stop(self.redis_client.close, "the Redis client")
         extra: dict[str, Any] = {"hybrid": {"maxBatch": self.args.max_batch}}
         if self.args.redis_timeout:
             extra["redis"] = {"url": self.redis.url, "timeout": self.args.redis_timeout}
-        self.ratelimit = RateLimitServiceProcess(self.workdir / "ratelimit", redis_url=self.redis.url, extra=extra)
+        self.ratelimit = self.parts.add(RateLimitServiceProcess(self.workdir / "ratelimit", redis_url=self.redis.url, extra=extra))
         self.stack = self._gateway("stack", self.ratelimit.address)
         self.ratelimit.start(self.stack.control_plane.xds_port)
         # Until ratelimit_svc has its policies, Envoy fails open: wait for the service's headers.
-        stack = self.stack
-        deadline = time.monotonic() + 15
-        while stack.get("/rl/exact", headers=self.headers()).headers.get("x-ratelimit-limit") is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError("ratelimit_svc never answered for /rl/exact (no x-ratelimit-limit header)")
-            time.sleep(0.05)
+        self.wait_limited(self.stack, 15, "ratelimit_svc")
         assert self.ratelimit.process is not None
         return {"start_s": round(time.monotonic() - started, 2), "ratelimit_pid": self.ratelimit.process.pid,
                 "ratelimit_threads": len(list(Path(f"/proc/{self.ratelimit.process.pid}/task").iterdir()))}
 
+    def wait_limited(self, stack: GatewayStack, timeout: float, limiter: str) -> None:
+        """Until ``/rl/exact`` answers with ``x-ratelimit-limit``: the limiter has its policies."""
+        deadline = time.monotonic() + timeout
+        while stack.get("/rl/exact", headers=self.headers()).headers.get("x-ratelimit-limit") is None:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{limiter} never answered for /rl/exact (no x-ratelimit-limit header)")
+            time.sleep(0.05)
+
     def start_trivial(self) -> None:
-        """A second gateway whose rate-limit service is TRIVIAL_SERVER (started on first use)."""
+        """A second gateway whose rate-limit service is bench.standins.trivial's (started on first use)."""
         if self.trivial_stack is not None:
             return
-        script = self.workdir / "trivial_ratelimit.py"
-        script.write_text(TRIVIAL_SERVER)
-        port = free_port()
-        self.trivial = ManagedProcess.start([sys.executable, str(script), f"127.0.0.1:{port}"], name="trivial-ratelimit",
-                                            log_dir=self.workdir / "trivial", cwd=REPO_ROOT)
-        self.trivial.wait_until(lambda: port_open(port), 30, f"trivial ratelimit service on :{port}")
+        self.trivial, port = self.start_standin("trivial", "ratelimit", log_name="trivial-ratelimit")
         self.trivial_stack = self._gateway("trivial-stack", f"127.0.0.1:{port}")
 
     def start_peer(self) -> dict[str, Any]:
@@ -632,12 +578,12 @@ class Bench:
         started = time.monotonic()
         args = self.args
         binary = peer_binary()
-        self.peer = RatelimitPeer(
+        self.peer = self.parts.add(RatelimitPeer(
             redis=self.redis.url, grpc_port=free_port(), http_port=free_port(), debug_port=free_port(),
             domain=PEER_DOMAIN, descriptors=peer_descriptors(args), binary=binary, log_dir=self.workdir / "peer",
             local_cache_bytes=args.peer_local_cache_bytes, pipeline_window=args.peer_pipeline_window,
             redis_pool_size=args.peer_pool_size, cache_key_prefix=PEER_KEY_PREFIX, gomaxprocs=args.peer_gomaxprocs,
-        )
+        ))
         self.peer.start()
         self.peer_stack = self._gateway("peer-stack", self.peer.grpc_address)
         assert self.peer.process is not None and self.stack is not None
@@ -672,18 +618,13 @@ class Bench:
         jwks = issuer.write_jwks(self.workdir / "http-check-jwks.json")
         rate_limit = {"redis": {"url": self.redis.url, "timeout": self.args.redis_timeout or "50ms"}, "expectedInstances": 1,
                       "hybrid": {"maxBatch": self.args.max_batch}}
-        self.authz = ExtAuthzProcess(self.workdir / "http-check", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience],
-                                                                                "jwksFile": str(jwks)}]},
-                                     name="ext-authz-http-check", transport="http", rate_limit=rate_limit)
+        self.authz = self.parts.add(ExtAuthzProcess(
+            self.workdir / "http-check", {"issuers": [{"issuer": issuer.issuer, "audiences": [issuer.audience], "jwksFile": str(jwks)}]},
+            name="ext-authz-http-check", transport="http", rate_limit=rate_limit))
         self.http_stack = self._gateway("http-stack", HTTP_CHECK_UNUSED_RATELIMIT, self.http_check_extauthz())
         self.authz.use_control_plane(self.http_stack.control_plane.xds_port)
         self.authz.start(timeout=60)
-        stack = self.http_stack
-        deadline = time.monotonic() + 20
-        while stack.get("/rl/exact", headers=self.headers()).headers.get("x-ratelimit-limit") is None:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the HTTP check never answered for /rl/exact on its gateway (no x-ratelimit-limit header)")
-            time.sleep(0.05)
+        self.wait_limited(self.http_stack, 20, "the HTTP check")
         assert self.authz.process is not None
         diff = envoy_config_diff(self.stack, self.http_stack)
         return {
@@ -697,25 +638,14 @@ class Bench:
             "envoy_config_diff_vs_main_gateway": diff[:300],
         }
 
-    def stack_for(self, scenario: Scenario) -> GatewayStack | None:
+    def stack_for(self, scenario: LimitScenario) -> GatewayStack | None:
         return (self.trivial_stack if scenario.trivial else self.peer_stack if scenario.peer
                 else self.http_stack if scenario.http else self.stack)
-
-    def stop(self) -> None:
-        if self.redis_client is not None:
-            self.redis_client.close()
-        for part in (self.trivial_stack, self.trivial, self.peer_stack, self.peer, self.http_stack, self.authz, self.stack, self.ratelimit,
-                     self.redis):
-            if part is not None:
-                try:
-                    part.stop()
-                except Exception as exc:  # keep stopping the others
-                    progress(f"stopping {part!r}: {exc}")
 
     def headers(self) -> dict[str, str]:
         return {self.header[0]: self.header[1]} if self.header else {}
 
-    def preflight(self, scenario: Scenario) -> None:
+    def preflight(self, scenario: LimitScenario) -> None:
         """Requests of this scenario's kind before the load: right status? A deny route
         admits its first request (limit 1), so up to two are sent."""
         stack = self.stack_for(scenario)
@@ -734,7 +664,7 @@ class Bench:
             raise RuntimeError(f"{scenario.name}: no {PEER_KEY_PREFIX}{PEER_DOMAIN}_limit_{scenario.limit_id}_* key in Redis: "
                                "the peer's config did not match Envoy's descriptor")
 
-    def peer_keys(self, scenario: Scenario) -> list[str]:
+    def peer_keys(self, scenario: LimitScenario) -> list[str]:
         """The peer's Redis counters for this scenario's limit (one per window)."""
         assert self.redis_client is not None
         pattern = f"{PEER_KEY_PREFIX}{PEER_DOMAIN}_limit_{scenario.limit_id}_{descriptor_key(self.args)}_*"
@@ -742,18 +672,15 @@ class Bench:
 
     # one wrk run
 
-    def wrk(self, scenario: Scenario, duration: int, log_name: str) -> dict[str, Any]:
+    def wrk(self, scenario: LimitScenario, duration: int, log_name: str) -> dict[str, Any]:
         stack = self.stack_for(scenario)
         assert stack is not None
         url = f"http://127.0.0.1:{stack.listener_port}{scenario.path}"
-        argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s",
-                "--timeout", "5s", "--latency"]
-        if self.header:
-            argv += ["-H", f"{self.header[0]}: {self.header[1]}"]
-        argv += ["-s", str(self.report_lua), url]
+        argv = wrk_command(url, threads=self.args.threads, connections=self.args.connections, duration=duration, script=self.report_lua,
+                           headers=(f"{self.header[0]}: {self.header[1]}",) if self.header else ())
         return run_wrk(argv, duration, self.workdir, log_name)
 
-    def run(self, scenario: Scenario, *, profile_to: Path | None = None) -> dict[str, Any]:
+    def run(self, scenario: LimitScenario, *, profile_to: Path | None = None) -> dict[str, Any]:
         if scenario.trivial:
             progress("starting the second gateway (trivial grpc.aio rate-limit service)")
             self.start_trivial()
@@ -786,7 +713,7 @@ class Bench:
         profile_pid = service_pid
         if scenario.http and len(process_tree(service_pid)) > 1:
             profile_pid = process_tree(service_pid)[1]  # the (first) worker, not the supervisor
-        profiler = pyspy.Profiler(profile_pid, profile_to, self.args.profile_rate, summarise_profile) if profile_to is not None else None
+        sampler = profiler.Profiler(profile_pid, profile_to, self.args.profile_rate, summarise_profile) if profile_to is not None else None
         counters_before = ratelimit_counters(self.ratelimit)
         authz_counters_before = ratelimit_counters(self.authz) if self.authz else Counter()
         authz_decisions_before = authz_decisions(self.authz) if self.authz else Counter()
@@ -794,18 +721,13 @@ class Bench:
         commands_before = commandstats(self.redis_client)
         clients_before = int(self.redis_client.info("clients")["connected_clients"])
         envoy_before = envoy_ratelimit_stats(stack)
-        cpu_before = {"service": sum(service_times()), "envoy": cpu_seconds(envoy_pid), "upstream": cpu_seconds(upstream_pid),
-                      "redis": cpu_seconds(redis_pid), "wrk": children_cpu_seconds(), "machine": machine_busy_seconds()}
         switches_before = service_switches()
         service_system_before = service_times()[1]
-        load_average = os.getloadavg()[0]
-        wall = time.monotonic()
+        window = CpuWindow({"service": service_pid, "envoy": envoy_pid, "upstream": upstream_pid, "redis": redis_pid},
+                           trees={"service"} if scenario.http else ())
         load = self.wrk(scenario, self.args.duration, scenario.name)
-        wall = time.monotonic() - wall
-        profile = profiler.stop() if profiler is not None else None
-        cpu = {"service": sum(service_times()) - cpu_before["service"], "envoy": cpu_seconds(envoy_pid) - cpu_before["envoy"],
-               "upstream": cpu_seconds(upstream_pid) - cpu_before["upstream"], "redis": cpu_seconds(redis_pid) - cpu_before["redis"],
-               "wrk": children_cpu_seconds() - cpu_before["wrk"], "machine": machine_busy_seconds() - cpu_before["machine"]}
+        cpu = window.used()
+        profile = sampler.stop() if sampler is not None else None
         switches = service_switches() - switches_before
         service_system = service_times()[1] - service_system_before
         commands = commandstats_delta(commands_before, commandstats(self.redis_client))
@@ -813,19 +735,17 @@ class Bench:
         counters = ratelimit_counters(self.ratelimit) - counters_before
         authz_counters = (ratelimit_counters(self.authz) if self.authz else Counter()) - authz_counters_before
         authz_decided = (authz_decisions(self.authz) if self.authz else Counter()) - authz_decisions_before
-        ext_authz_delta = ({k: v - ext_authz_before.get(k, 0) for k, v in envoy_ext_authz_stats(stack).items() if v - ext_authz_before.get(k, 0)}
-                           if scenario.http else {})
+        ext_authz_delta = delta(ext_authz_before, envoy_ext_authz_stats(stack)) if scenario.http else {}
         envoy_after = envoy_ratelimit_stats(stack)
         requests = load["requests"]
         result: dict[str, Any] = {"name": scenario.name, "path": scenario.path, "description": scenario.description,
                                   "limit_id": scenario.limit_id, "expect_status": scenario.expect_status, **load}
-        expected_errors = requests if scenario.expect_status >= 400 else 0
-        result["status_as_expected"] = abs(load["status_errors"] - expected_errors) <= max(1, requests // 1000)
+        result["status_as_expected"] = scenario.status_as_expected(load)
         warnings: list[str] = []
         result["stack"] = scenario.stack_name
         result["limiter"] = ("trivial grpc.aio servicer" if scenario.trivial else "envoyproxy/ratelimit" if scenario.peer
                              else HTTP_CHECK if scenario.http else "ratelimit_svc")
-        envoy_delta = {k: v - envoy_before.get(k, 0) for k, v in envoy_after.items() if v - envoy_before.get(k, 0)}
+        envoy_delta = delta(envoy_before, envoy_after)
         limit: dict[str, Any] = {}
         if scenario.ours:
             assert scenario.limit_id is not None
@@ -900,25 +820,18 @@ class Bench:
         result["envoy_ratelimit"] = envoy_delta
         if scenario.http and envoy_delta:
             warnings.append(f"Envoy's ratelimit filter ran on the HTTP-check gateway ({envoy_delta}): ratelimit_svc's path, not the check's")
-        idle_cores = {name: round((cpu_seconds(pid) - idle_before[name]) / wall, 3) for name, pid in idle_pids.items()}
+        idle_cores = {name: round((cpu_seconds(pid) - idle_before[name]) / cpu["wall"], 3) for name, pid in idle_pids.items()}
         result["cpu"] = {
             "ratelimit_us_per_decision": round(cpu["service"] * 1e6 / decisions, 1) if decisions else None,
             "decisions_per_ratelimit_cpu_s": round(decisions / cpu["service"]) if decisions and cpu["service"] else None,
             "ratelimit_plus_redis_us_per_decision": round((cpu["service"] + cpu["redis"]) * 1e6 / decisions, 1) if decisions else None,
-            "ratelimit_cores": round(cpu["service"] / wall, 3),
+            "ratelimit_cores": round(cpu["service"] / cpu["wall"], 3),
             "ratelimit_kernel_share": round(service_system / cpu["service"], 3) if cpu["service"] else None,
             "ratelimit_context_switches_per_decision": round(switches / decisions, 2) if decisions else None,
             "redis_us_per_decision": round(cpu["redis"] * 1e6 / decisions, 1) if decisions else None,
-            "redis_cores": round(cpu["redis"] / wall, 3),
-            "envoy_us_per_request": round(cpu["envoy"] * 1e6 / max(1, requests), 1),
-            "envoy_cores": round(cpu["envoy"] / wall, 3),
-            "upstream_us_per_request": round(cpu["upstream"] * 1e6 / max(1, requests), 1),
-            "upstream_cores": round(cpu["upstream"] / wall, 3),
-            "wrk_us_per_request": round(cpu["wrk"] * 1e6 / max(1, requests), 1),
-            "wrk_cores": round(cpu["wrk"] / wall, 3),
-            "machine_busy_cores": round(cpu["machine"] / wall, 3),
-            "other_processes_cores": round((cpu["machine"] - cpu["service"] - cpu["envoy"] - cpu["upstream"] - cpu["redis"] - cpu["wrk"]) / wall, 3),
-            "load_average_1m_before": round(load_average, 2),
+            "redis_cores": round(cpu["redis"] / cpu["wall"], 3),
+            **request_costs(cpu, ("envoy", "upstream", "wrk"), requests),
+            **machine_costs(cpu, ("service", "envoy", "upstream", "redis", "wrk"), window.load_average),
         }
         result["cpu"]["idle_other_limiters_cores"] = idle_cores
         if scenario.trivial:
@@ -957,7 +870,7 @@ class Bench:
         )
         return result
 
-    def warm_up(self, wanted: list[Scenario]) -> None:
+    def warm_up(self, wanted: list[LimitScenario]) -> None:
         for name in ("open_direct", "exact_echo", "hybrid_echo", "http_exact_echo", "http_hybrid_echo", "peer_echo"):
             scenario = BY_NAME[name]
             if scenario in wanted:
@@ -967,10 +880,6 @@ class Bench:
     def service_cost(self, n: int) -> dict[str, Any]:
         assert self.redis is not None
         return asyncio.run(_service_cost(self.args, self.redis.url, n))
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a is not None and b else None
 
 
 IN_PROCESS_CASE = {"exact_echo": "exact", "hybrid_echo": "hybrid", "exact_deny": "exact_deny", "hybrid_deny": "hybrid_deny"}
@@ -999,6 +908,46 @@ def decomposition(results: dict[str, dict[str, Any]], in_process: dict[str, Any]
     return rows
 
 
+RPS_RATIOS = (
+    ("open_echo", "open_direct"),
+    ("exact_echo", "open_echo"),
+    ("hybrid_echo", "open_echo"),
+    ("hybrid_echo", "exact_echo"),
+    ("trivial_grpc_echo", "open_echo"),
+    ("exact_echo", "trivial_grpc_echo"),
+    ("hybrid_echo", "trivial_grpc_echo"),
+    ("exact_deny", "open_direct"),
+    ("hybrid_deny", "open_direct"),
+    ("hybrid_deny", "exact_deny"),
+    ("peer_open_echo", "open_echo"),
+    ("peer_echo", "open_echo"),
+    ("peer_echo", "peer_open_echo"),
+    ("hybrid_echo", "peer_echo"),
+    ("exact_echo", "peer_echo"),
+    ("hybrid_deny", "peer_deny"),
+    ("http_open_echo", "open_echo"),
+    ("http_hybrid_echo", "http_open_echo"),
+    ("http_exact_echo", "http_open_echo"),
+    ("http_hybrid_echo", "hybrid_echo"),
+    ("http_hybrid_echo", "peer_echo"),
+    ("http_hybrid_deny", "peer_deny"),
+)
+"""Requests/s ratios of the same run, reported as ``<a>_over_<b>``."""
+CPU_RATIOS = (
+    ("ratelimit_cpu_hybrid_over_exact", "hybrid_echo", "exact_echo", "ratelimit_us_per_decision"),
+    ("envoy_cpu_exact_echo_over_open_echo", "exact_echo", "open_echo", "envoy_us_per_request"),
+    ("ratelimit_cpu_hybrid_over_peer", "hybrid_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_exact_over_peer", "exact_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("envoy_cpu_peer_echo_over_open_echo", "peer_echo", "open_echo", "envoy_us_per_request"),
+    ("ratelimit_cpu_http_hybrid_over_hybrid", "http_hybrid_echo", "hybrid_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_http_exact_over_exact", "http_exact_echo", "exact_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_http_hybrid_over_peer", "http_hybrid_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("ratelimit_cpu_http_exact_over_peer", "http_exact_echo", "peer_echo", "ratelimit_us_per_decision"),
+    ("envoy_cpu_http_hybrid_echo_over_http_open_echo", "http_hybrid_echo", "http_open_echo", "envoy_us_per_request"),
+)
+"""(name, scenario, its baseline, the CPU field compared)."""
+
+
 def summarise(results: dict[str, dict[str, Any]], in_process: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     def rps(name: str) -> float | None:
         return results[name]["rps"] if name in results else None
@@ -1017,40 +966,8 @@ def summarise(results: dict[str, dict[str, Any]], in_process: dict[str, Any], ar
         "proxied_no_ratelimit_p50_ms": latency("open_echo", "p50"),
         "proxied_no_ratelimit_p99_ms": latency("open_echo", "p99"),
     }
-    ratios = {
-        "open_echo_over_open_direct": ratio(rps("open_echo"), rps("open_direct")),
-        "exact_echo_over_open_echo": ratio(rps("exact_echo"), rps("open_echo")),
-        "hybrid_echo_over_open_echo": ratio(rps("hybrid_echo"), rps("open_echo")),
-        "hybrid_echo_over_exact_echo": ratio(rps("hybrid_echo"), rps("exact_echo")),
-        "trivial_grpc_echo_over_open_echo": ratio(rps("trivial_grpc_echo"), rps("open_echo")),
-        "exact_echo_over_trivial_grpc_echo": ratio(rps("exact_echo"), rps("trivial_grpc_echo")),
-        "hybrid_echo_over_trivial_grpc_echo": ratio(rps("hybrid_echo"), rps("trivial_grpc_echo")),
-        "exact_deny_over_open_direct": ratio(rps("exact_deny"), rps("open_direct")),
-        "hybrid_deny_over_open_direct": ratio(rps("hybrid_deny"), rps("open_direct")),
-        "hybrid_deny_over_exact_deny": ratio(rps("hybrid_deny"), rps("exact_deny")),
-        "ratelimit_cpu_hybrid_over_exact": ratio(cpu("hybrid_echo", "ratelimit_us_per_decision"), cpu("exact_echo", "ratelimit_us_per_decision")),
-        "envoy_cpu_exact_echo_over_open_echo": ratio(cpu("exact_echo", "envoy_us_per_request"), cpu("open_echo", "envoy_us_per_request")),
-        "peer_open_echo_over_open_echo": ratio(rps("peer_open_echo"), rps("open_echo")),
-        "peer_echo_over_open_echo": ratio(rps("peer_echo"), rps("open_echo")),
-        "peer_echo_over_peer_open_echo": ratio(rps("peer_echo"), rps("peer_open_echo")),
-        "hybrid_echo_over_peer_echo": ratio(rps("hybrid_echo"), rps("peer_echo")),
-        "exact_echo_over_peer_echo": ratio(rps("exact_echo"), rps("peer_echo")),
-        "hybrid_deny_over_peer_deny": ratio(rps("hybrid_deny"), rps("peer_deny")),
-        "ratelimit_cpu_hybrid_over_peer": ratio(cpu("hybrid_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_exact_over_peer": ratio(cpu("exact_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "envoy_cpu_peer_echo_over_open_echo": ratio(cpu("peer_echo", "envoy_us_per_request"), cpu("open_echo", "envoy_us_per_request")),
-        "http_open_echo_over_open_echo": ratio(rps("http_open_echo"), rps("open_echo")),
-        "http_hybrid_echo_over_http_open_echo": ratio(rps("http_hybrid_echo"), rps("http_open_echo")),
-        "http_exact_echo_over_http_open_echo": ratio(rps("http_exact_echo"), rps("http_open_echo")),
-        "http_hybrid_echo_over_hybrid_echo": ratio(rps("http_hybrid_echo"), rps("hybrid_echo")),
-        "http_hybrid_echo_over_peer_echo": ratio(rps("http_hybrid_echo"), rps("peer_echo")),
-        "http_hybrid_deny_over_peer_deny": ratio(rps("http_hybrid_deny"), rps("peer_deny")),
-        "ratelimit_cpu_http_hybrid_over_hybrid": ratio(cpu("http_hybrid_echo", "ratelimit_us_per_decision"), cpu("hybrid_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_http_exact_over_exact": ratio(cpu("http_exact_echo", "ratelimit_us_per_decision"), cpu("exact_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_http_hybrid_over_peer": ratio(cpu("http_hybrid_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "ratelimit_cpu_http_exact_over_peer": ratio(cpu("http_exact_echo", "ratelimit_us_per_decision"), cpu("peer_echo", "ratelimit_us_per_decision")),
-        "envoy_cpu_http_hybrid_echo_over_http_open_echo": ratio(cpu("http_hybrid_echo", "envoy_us_per_request"), cpu("http_open_echo", "envoy_us_per_request")),
-    }
+    ratios = {f"{a}_over_{b}": ratio(rps(a), rps(b)) for a, b in RPS_RATIOS}
+    ratios.update({name: ratio(cpu(a, field), cpu(b, field)) for name, a, b, field in CPU_RATIOS})
     added = {
         f"{name}_{p}_added_ms": round(latency(name, p) - latency(base, p), 3)  # type: ignore[operator]
         for name, base in (("exact_echo", "open_echo"), ("hybrid_echo", "open_echo"), ("trivial_grpc_echo", "open_echo"))
@@ -1210,21 +1127,10 @@ def peer_version() -> str | None:
     return f"github.com/envoyproxy/ratelimit@{match.group(1)}" if match else None
 
 
-def machine() -> dict[str, Any]:
-    return {
-        **describe(("grpcio", "protobuf", "redis", "prometheus-client", "structlog"),
-                   ("ratelimit_svc", "gatehouse", "control_plane", "ext_authz", "limiter")),
-        "redis_server": command_output("redis-server", "--version"),
-        "ratelimit_peer": peer_version(),
-    }
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=int, default=10, help="seconds per scenario (default: %(default)s)")
-    parser.add_argument("--connections", type=int, default=32, help="wrk -c (default: %(default)s)")
-    parser.add_argument("--threads", type=int, default=2, help="wrk -t (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load on open_direct, exact_echo and hybrid_echo first (0: none)")
+    add_wrk_arguments(parser, duration=10, threads=2,
+                      warmup_help="seconds of unmeasured load on open_direct, exact_echo and hybrid_echo first (0: none)")
     parser.add_argument("--quick", action="store_true", help="4 s per scenario, 1 s warm-up, 500 in-process calls per case")
     parser.add_argument("--scenarios", help="comma-separated, in this order (default: all but the peer's; with --peer: all, each peer "
                                             "scenario after ours of the same kind)")
@@ -1251,24 +1157,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                               "on its limiter process (ratelimit_svc); raw stacks go here, summaries to profiled_runs")
     parser.add_argument("--profile-scenarios", default="hybrid_echo", help="comma-separated (default: %(default)s)")
     parser.add_argument("--profile-rate", type=int, default=100, help="py-spy samples per second (default: %(default)s)")
-    parser.add_argument("--workdir", help="where configs, wrk output and logs go (default: a temporary directory, removed unless --keep)")
-    parser.add_argument("--keep", action="store_true", help="keep the work directory")
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
     if args.scenarios is None:
         args.scenarios = ",".join(PEER_ORDER if args.peer else [s.name for s in SCENARIOS if not s.peer and not s.http])
-    unknown = [n for n in args.scenarios.split(",") if n and n not in BY_NAME]
-    if unknown:
-        parser.error(f"unknown scenarios {unknown}; known: {', '.join(BY_NAME)}")
+    chosen(parser, args.scenarios, BY_NAME)
     if any(BY_NAME[n].peer for n in args.scenarios.split(",") if n):
         args.peer = True
     if args.http_check and not args.peer and args.scenarios == ",".join(s.name for s in SCENARIOS if not s.peer and not s.http):
         args.scenarios += "," + ",".join(s.name for s in HTTP_SCENARIOS)
     args.http_check = any(BY_NAME[n].http for n in args.scenarios.split(",") if n)
-    unknown = [n for n in args.profile_scenarios.split(",") if n and n not in BY_NAME]
-    if unknown:
-        parser.error(f"unknown --profile-scenarios {unknown}")
-    if args.connections < args.threads:
-        parser.error("--connections must be at least --threads")
+    chosen(parser, args.profile_scenarios, BY_NAME, "--profile-scenarios")
+    check_wrk_arguments(parser, args)
     if not re.fullmatch(r"ip|apiKey|header:[a-z0-9!#$%&'*+.^_`|~-]+", args.key):
         parser.error("--key must be ip, apiKey or header:<lower-case name> (user needs ext_authz, which this bench does not run)")
     if args.max_batch < 1:
@@ -1278,37 +1178,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    require_wrk()
-    wanted = [BY_NAME[n] for n in args.scenarios.split(",") if n]
-    workdir = work_directory(args.workdir, "gatehouse-ratelimit-")
-    progress(f"work directory {workdir}")
-    report: dict[str, Any] = {
-        "benchmark": "ratelimit",
-        "command": command_line(argv),
-        "settings": {
-            "duration_s": args.duration,
-            "connections": args.connections,
-            "wrk_threads": args.threads,
-            "warmup_s": args.warmup,
-            "envoy_concurrency": ENVOY_CONCURRENCY,
-            "key": args.key,
-            "key_value": "127.0.0.1 (the client address)" if args.key == "ip" else KEY_VALUE,
-            "algorithm": args.algorithm,
-            "steady_limit": f"{STEADY_LIMIT} per {STEADY_WINDOW}",
-            "deny_limit": f"1 per {DENY_WINDOW}",
-            "hybrid_max_batch": args.max_batch,
-            "hybrid_spread": 2.0,
-            "expected_instances": 1,
-            "ratelimit_timeout": args.ratelimit_timeout,
-            "ratelimit_redis_timeout": args.redis_timeout or "50ms (tests/harness/ratelimit.py)",
-            "upstream": "examples/upstream/echo.py (Python/aiohttp), one process",
-        },
-        "machine": machine(),
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        **wrk_settings(args),
+        "envoy_concurrency": ENVOY_CONCURRENCY,
+        "key": args.key,
+        "key_value": "127.0.0.1 (the client address)" if args.key == "ip" else KEY_VALUE,
+        "algorithm": args.algorithm,
+        "steady_limit": f"{STEADY_LIMIT} per {STEADY_WINDOW}",
+        "deny_limit": f"1 per {DENY_WINDOW}",
+        "hybrid_max_batch": args.max_batch,
+        "hybrid_spread": 2.0,
+        "expected_instances": 1,
+        "ratelimit_timeout": args.ratelimit_timeout,
+        "ratelimit_redis_timeout": args.redis_timeout or "50ms (tests/harness/ratelimit.py)",
+        "upstream": "examples/upstream/echo.py (Python/aiohttp), one process",
     }
     if args.peer:
-        report["settings"]["peer"] = {
+        out["peer"] = {
             "implementation": peer_version(),
             "algorithm": "fixed window (the peer's only one): one pipelined INCRBY+EXPIRE per decision",
             "steady_limit": f"{STEADY_LIMIT} per {PEER_STEADY_UNIT}",
@@ -1325,7 +1212,7 @@ def main(argv: list[str] | None = None) -> int:
             "gateway": "a third GatewayStack with the same routes; only rateLimit.address differs (so only the cluster's endpoint)",
         }
     if args.http_check:
-        report["settings"]["http_check"] = {
+        out["http_check"] = {
             "implementation": "gatehouse ext-authz, workers: 1, http.rateLimit (limiter/: the same engine, Lua scripts and hybrid buckets)",
             "decides": "public routes' limits (extAuthz.publicRouteLimits, default true): ext_authz filter gatehouse.public_route_limits, "
                        "policy auth.public, no token sent",
@@ -1339,10 +1226,21 @@ def main(argv: list[str] | None = None) -> int:
                        "listens there, so any ratelimit_svc call would show as Envoy's ratelimit filter error)",
             "cpu": "utime+stime of the ext_authz process tree",
         }
-    started = time.monotonic()
-    bench = Bench(args, workdir)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    require_wrk()
+    wanted = [BY_NAME[n] for n in args.scenarios.split(",") if n]
     results: dict[str, dict[str, Any]] = {}
-    try:
+    with Run("ratelimit", argv, args, progress) as run:
+        report = run.report
+        report["settings"] = settings(args)
+        report["machine"] = describe(("grpcio", "protobuf", "redis", "prometheus-client", "structlog"),
+                                     ("ratelimit_svc", "gatehouse", "control_plane", "ext_authz", "limiter"),
+                                     redis_server=command_output("redis-server", "--version"), ratelimit_peer=peer_version())
+        bench = LimitBench(args, run)
         progress("starting Redis, ratelimit_svc, control plane, Envoy, upstream")
         report["stack"] = bench.start()
         if args.peer:
@@ -1361,8 +1259,7 @@ def main(argv: list[str] | None = None) -> int:
             report["profiled_runs"] = {}
             for name in (n for n in args.profile_scenarios.split(",") if n):
                 progress(f"profiled run (py-spy --native, {args.profile_rate} Hz) of {name}: not used in the table")
-                run = bench.run(BY_NAME[name], profile_to=Path(args.profile_dir) / f"ratelimit-{name}.txt")
-                report["profiled_runs"][name] = run
+                report["profiled_runs"][name] = bench.run(BY_NAME[name], profile_to=Path(args.profile_dir) / f"ratelimit-{name}.txt")
         if args.in_process_calls > 0:
             progress(f"ShouldRateLimit in-process, {args.in_process_calls} calls per case")
             report["service_in_process"] = bench.service_cost(args.in_process_calls)
@@ -1371,28 +1268,22 @@ def main(argv: list[str] | None = None) -> int:
                          f"serialize {case['serialize_response_cpu_us']} us; Limiter.hit {case['Limiter_hit_cpu_us']} us "
                          f"(wall {case['Limiter_hit_wall_us']} us); "
                          f"redis calls/decision {case['redis_calls_per_decision']}")
-    finally:
-        bench.stop()
-        report["wall_s"] = round(time.monotonic() - started, 1)
-        if not args.keep and not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    report.update(summarise(results, report.get("service_in_process", {}), args))
-    report["scenarios"] = list(results.values())
-    aim = report["aim"]
+    summary = summarise(results, report.get("service_in_process", {}), args)
+    aim = summary["aim"]
     if aim["met"] is not None:
         progress(f"hybrid Redis calls per decision {aim['hybrid_redis_calls_per_decision']} (aim {aim['target']}, "
                  f"maxBatch {args.max_batch}): {'met' if aim['met'] else 'NOT met'}")
-    if report.get("peer_aim", {}).get("met") is not None:
-        peer = report["peer_aim"]
+    if summary.get("peer_aim", {}).get("met") is not None:
+        peer = summary["peer_aim"]
         progress(f"hybrid decisions per limiter CPU second {peer['hybrid_decisions_per_limiter_cpu_s']} vs the peer's "
                  f"{peer['peer_decisions_per_limiter_cpu_s']}: {peer['ratio']}x (aim {peer['target']}): {'met' if peer['met'] else 'NOT met'}")
-    http_aim = report.get("peer_aim", {}).get("http_check", {})
+    http_aim = summary.get("peer_aim", {}).get("http_check", {})
     if http_aim.get("met") is not None:
         progress(f"HTTP check hybrid decisions per limiter CPU second {http_aim['hybrid_decisions_per_limiter_cpu_s']} vs the peer's "
                  f"{http_aim['peer_decisions_per_limiter_cpu_s']}: {http_aim['ratio']}x, with Redis CPU {http_aim['with_redis_cpu_ratio']}x "
                  f"(exact {http_aim['exact_ratio']}x; {http_aim['hybrid_over_ratelimit_svc_hybrid']}x ratelimit_svc's hybrid) "
                  f"(aim {http_aim['target']}): {'met' if http_aim['met'] else 'NOT met'}")
-    print_report(report)
+    run.print(**summary, scenarios=list(results.values()))
     return 0
 
 

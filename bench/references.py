@@ -13,31 +13,29 @@ Routes: ``--routes`` generated as the translator's property tests generate them,
 ``--namespaces`` namespaces; ``--cross`` of them name one backend in another namespace,
 half of those permitted by ``--grants`` cluster grants (by name, and some with no name).
 
-    .venv/bin/python bench/references.py [--routes 10000] [--repeats 5] > bench/results-references.json
+    .venv/bin/python -m bench.references [--routes 10000] [--repeats 5] > bench/results/references.json
+    .venv/bin/python -m bench.references --routes 200 --repeats 1      # the quickest run
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
+from bench.kit.machine import describe
+from bench.kit.run import Progress, Run, add_workdir_arguments
+from control_plane.model.conflicts import resolve_conflicts
+from control_plane.model.loading import route_from_document
+from control_plane.model.references import GrantFrom, GrantTo, ReferenceGrant, crossing_references, permitted_routes
+from control_plane.model.route import Origin, Route
+from control_plane.sources.base import RouteSet
+from control_plane.translator import GatewaySettings, RouteTranslator
+from tests.unit.control_plane.translator.route_generator import route_document
 
-from bench.machine import describe  # noqa: E402
-from control_plane.model.conflicts import resolve_conflicts  # noqa: E402
-from control_plane.model.loading import route_from_document  # noqa: E402
-from control_plane.model.references import GrantFrom, GrantTo, ReferenceGrant, crossing_references, permitted_routes  # noqa: E402
-from control_plane.model.route import Origin, Route  # noqa: E402
-from control_plane.sources.base import RouteSet  # noqa: E402
-from control_plane.translator import GatewaySettings, RouteTranslator  # noqa: E402
-from tests.unit.control_plane.translator.route_generator import route_document  # noqa: E402
+progress = Progress("references")
 
 
 def build(count: int, namespaces: int, cross: float, rng: random.Random) -> tuple[list[Route], list[ReferenceGrant]]:
@@ -68,41 +66,46 @@ def best(fn: Callable[[], object], repeats: int) -> float:
     return min(times) / 1e6
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--routes", type=int, default=10_000)
     parser.add_argument("--namespaces", type=int, default=100)
     parser.add_argument("--cross", type=float, default=0.2)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
-    rng = random.Random(24)
-    print(f"generating {args.routes} routes", file=sys.stderr)
-    routes, grants = build(args.routes, args.namespaces, args.cross, rng)
-    sets = [RouteSet("git", "c", tuple(routes)), RouteSet("kubernetes-referencegrants", "", (), grants=tuple(grants))]
-    kept, unresolved = permitted_routes(sets)
-    translator = RouteTranslator(GatewaySettings())
-    survivors, _ = resolve_conflicts(kept)
-    print("translating once (cold) to warm the per-route cache", file=sys.stderr)
-    translator.translate(survivors)
-    results: dict[str, Any] = {
-        "resolve_conflicts_ms": best(lambda: resolve_conflicts(routes), args.repeats),
-        "permitted_routes_ms": best(lambda: permitted_routes(sets), args.repeats),
-        "translate_warm_ms": best(lambda: translator.translate(survivors), args.repeats),
-    }
-    results["permitted_vs_resolve_conflicts"] = round(results["permitted_routes_ms"] / results["resolve_conflicts_ms"], 3)
-    results["permitted_share_of_rebuild"] = round(
-        results["permitted_routes_ms"] / (results["permitted_routes_ms"] + results["resolve_conflicts_ms"] + results["translate_warm_ms"]), 3
+    add_workdir_arguments(parser)
+    args = parser.parse_args(argv)
+    with Run("references", argv, args, progress) as run:
+        run.report["settings"] = {"routes": args.routes, "namespaces": args.namespaces, "cross": args.cross, "repeats": args.repeats}
+        run.report["machine"] = describe(["pydantic"], ["control_plane", "bench"])
+        rng = random.Random(24)
+        progress(f"generating {args.routes} routes")
+        routes, grants = build(args.routes, args.namespaces, args.cross, rng)
+        sets = [RouteSet("git", "c", tuple(routes)), RouteSet("kubernetes-referencegrants", "", (), grants=tuple(grants))]
+        kept, unresolved = permitted_routes(sets)
+        translator = RouteTranslator(GatewaySettings())
+        survivors, _ = resolve_conflicts(kept)
+        progress("translating once (cold) to warm the per-route cache")
+        translator.translate(survivors)
+        results: dict[str, Any] = {
+            "resolve_conflicts_ms": best(lambda: resolve_conflicts(routes), args.repeats),
+            "permitted_routes_ms": best(lambda: permitted_routes(sets), args.repeats),
+            "translate_warm_ms": best(lambda: translator.translate(survivors), args.repeats),
+        }
+    cpu_ms = {k: round(v, 2) for k, v in results.items()}
+    run.print(
+        baseline={"resolve_conflicts_ms": cpu_ms["resolve_conflicts_ms"]},
+        ratios={
+            "permitted_vs_resolve_conflicts": round(results["permitted_routes_ms"] / results["resolve_conflicts_ms"], 3),
+            "permitted_share_of_rebuild": round(results["permitted_routes_ms"] / sum(results.values()), 3),
+        },
+        routes=len(routes), namespaces=args.namespaces,
+        cross_namespace_routes=sum(1 for r in routes if any(True for _ in crossing_references(r))),
+        grants=len(grants), unresolved=len(unresolved),
+        cpu_ms=cpu_ms,
+        permitted_us_per_route=round(results["permitted_routes_ms"] * 1000 / len(routes), 3),
     )
-    results["permitted_us_per_route"] = round(results["permitted_routes_ms"] * 1000 / len(routes), 3)
-    print(json.dumps({
-        "benchmark": "references",
-        "routes": len(routes), "namespaces": args.namespaces, "cross_namespace_routes": sum(1 for r in routes if any(True for _ in crossing_references(r))),
-        "grants": len(grants), "unresolved": len(unresolved), "repeats": args.repeats,
-        "cpu_ms": {k: round(v, 2) for k, v in results.items() if k.endswith("_ms")},
-        **{k: v for k, v in results.items() if not k.endswith("_ms")},
-        "machine": describe(["pydantic"], ["control_plane", "bench"]),
-    }, indent=2))  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

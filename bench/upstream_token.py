@@ -17,8 +17,9 @@ machine hits both alike; each number is the median round's CPU µs per check
 (``time.process_time``). Cold signing (a new internal token per check: the miss cost) is
 measured with ``UpstreamSigner.sign`` alone.
 
-    .venv/bin/python bench/upstream_token.py                       # 7 rounds of 20,000 checks
-    .venv/bin/python bench/upstream_token.py --rounds 9 --checks 50000
+    .venv/bin/python -m bench.upstream_token                       # 7 rounds of 20,000 checks
+    .venv/bin/python -m bench.upstream_token --rounds 9 --checks 50000
+    .venv/bin/python -m bench.upstream_token --rounds 1 --checks 500 --signs 50   # the quickest run
 
 One JSON document goes to stdout.
 """
@@ -37,27 +38,24 @@ import aiohttp
 import structlog
 from cryptography.hazmat.primitives.asymmetric import ec
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
+from bench.kit.machine import describe
+from bench.kit.run import Progress, Run, add_workdir_arguments
+from ext_authz.config import Issuer
+from ext_authz.denial_audit import DenialAudit
+from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.tokens.jwks import IssuerKeys
+from ext_authz.service import Authorizer
+from ext_authz.swap.exchange import TokenExchange
+from ext_authz.tokens.verifier import TokenVerifier
+from ext_authz.swap.signer import UpstreamSigner
+from ext_authz.swap.tokens import UpstreamTokens
+from servicekit.audit import MemoryAuditSink
+from servicekit.http1_server import Request
+from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from tests.harness.issuer import TestIssuer
+from tests.harness.token_exchange import TokenExchangeServer
 
-from bench.machine import describe  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
-from ext_authz.config import Issuer  # noqa: E402
-from ext_authz.denial_audit import DenialAudit  # noqa: E402
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable  # noqa: E402
-from ext_authz.tokens.jwks import IssuerKeys  # noqa: E402
-from ext_authz.service import Authorizer  # noqa: E402
-from ext_authz.swap.exchange import TokenExchange  # noqa: E402
-from ext_authz.tokens.verifier import TokenVerifier  # noqa: E402
-from ext_authz.swap.signer import UpstreamSigner  # noqa: E402
-from ext_authz.swap.tokens import UpstreamTokens  # noqa: E402
-from servicekit.audit import MemoryAuditSink  # noqa: E402
-from servicekit.http1_server import Request  # noqa: E402
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2  # noqa: E402
-from tests.harness.issuer import TestIssuer  # noqa: E402
-from tests.harness.token_exchange import TokenExchangeServer  # noqa: E402
-
+progress = Progress("upstream_token")
 ROUTES = ("baseline", "signed", "exchanged")
 
 
@@ -121,24 +119,20 @@ async def measure(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--checks", type=int, default=20_000, help="checks per route per round")
     parser.add_argument("--signs", type=int, default=2_000, help="ES256 signatures for the cold cost")
-    parser.add_argument("--work-dir", default=None)
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    directory = work_directory(args.work_dir, "gatehouse-bench-upstream-token-")
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=sys.stderr))  # stdout is the JSON
-    results = asyncio.run(measure(args, directory))
-    print_report({
-        "benchmark": "upstream_token",
-        "command": command_line(argv),
-        "method": "in-process HttpCheck, CPU time (process_time), median of alternating rounds",
-        "rounds": args.rounds,
-        "checks_per_round": args.checks,
-        **results,
-        "machine": describe(["pyjwt", "cryptography"], []),
-    })
+    with Run("upstream_token", argv, args, progress) as run:
+        run.report["settings"] = {"method": "in-process HttpCheck, CPU time (process_time), median of alternating rounds",
+                                  "rounds": args.rounds, "checks_per_round": args.checks, "signs": args.signs}
+        run.report["machine"] = describe(["pyjwt", "cryptography"], [])
+        results = asyncio.run(measure(args, run.workdir))
+    run.print(baseline={"route": "baseline", "warm_us_per_check": results["warm_us_per_check"]["baseline"]},
+              ratios=results.pop("warm_ratio_to_baseline"), **results)
     return 0
 
 

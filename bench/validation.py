@@ -17,18 +17,12 @@ and its instances, each library is timed in the same run, in-process, on:
 - ``parse_and_validate``: ``json.loads`` of the body bytes plus ``valid``, as a check does;
 - ``compile``: building the validator from the schema (done once per policy update).
 
-And the strict reading the check does before validating (``ext_authz/check/strict_json.py``:
-duplicate keys, nesting depth, number length, lone surrogates refused), against plain
-``json.loads`` in the same run (``strict_reading``): the 0.6 KB order, 48 KB of orders,
-and 64 KiB nested 64 deep throughout (the most the depth count has to peel), plus the
-0.6 KB order read strictly and validated with jsonschema_rs, against ``parse_and_validate``.
-These pairs alternate round by round and keep each one's fastest round (a shared machine).
-
 Results are µs per operation (median of ``--rounds`` rounds of ``--number`` calls) and
 ratios to jsonschema measured in the same run. One JSON document goes to stdout.
 
-    .venv/bin/python bench/validation.py
-    .venv/bin/python bench/validation.py --number 2000 --rounds 7
+    .venv/bin/python -m bench.validation
+    .venv/bin/python -m bench.validation --number 2000 --rounds 7
+    .venv/bin/python -m bench.validation --number 50 --rounds 1     # the quickest run
 """
 
 from __future__ import annotations
@@ -36,9 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -47,7 +39,10 @@ import fastjsonschema
 import jsonschema
 import jsonschema_rs
 
-from ext_authz.check import strict_json as strict_json
+from bench.kit.machine import describe
+from bench.kit.run import Progress, Run, add_workdir_arguments
+
+progress = Progress("validation")
 
 SCHEMA: dict[str, Any] = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -190,7 +185,6 @@ def measure(number: int, rounds: int) -> dict[str, Any]:
             "compile": _per_call_us(COMPILERS[name], max(1, number // 10), rounds),
         }
     results["json_loads_only"] = {"parse": _per_call_us(lambda: json.loads(BODY), number, rounds)}
-    strict = _strict_reading(number, rounds)
     base = results["jsonschema"]
     ratios = {
         name: {case: round(value / base[case], 4) for case, value in cases.items()}
@@ -198,58 +192,24 @@ def measure(number: int, rounds: int) -> dict[str, Any]:
         if name in LIBRARIES
     }
     return {
-        "bench": "validation",
-        "python": platform.python_version(),
-        "versions": {
-            "jsonschema": jsonschema.__version__ if hasattr(jsonschema, "__version__") else "?",
-            "fastjsonschema": fastjsonschema.VERSION,
-            "jsonschema_rs": getattr(jsonschema_rs, "__version__", "?"),
-        },
-        "body_bytes": len(BODY),
-        "number": number,
-        "rounds": rounds,
+        "baseline": {"library": "jsonschema", "us_per_op": base},
+        "ratios": ratios,
         "us_per_op": results,
-        "ratio_to_jsonschema": ratios,
         "first_error_found": agreement,
-        "strict_reading": strict,
     }
-
-
-def _paired_us(first: Callable[[], object], second: Callable[[], object], number: int, rounds: int) -> tuple[float, float]:
-    """µs per call of each, rounds alternating between them, the fastest round of each: on a
-    shared machine the least-disturbed round is the closest to the code's own cost."""
-    best = [float("inf"), float("inf")]
-    for _ in range(rounds):
-        for index, call in enumerate((first, second)):
-            start = time.perf_counter()
-            for _ in range(number):
-                call()
-            best[index] = min(best[index], (time.perf_counter() - start) / number * 1e6)
-    return round(best[0], 3), round(best[1], 3)
-
-
-def _strict_reading(number: int, rounds: int) -> dict[str, Any]:
-    """µs per read, strict_json.decode against json.loads, and their ratio."""
-    many = json.dumps([VALID] * 100).encode()
-    nested = b"[" + b",".join([b"[" * 63 + b"1" + b"]" * 63] * 500) + b"]"
-    out: dict[str, Any] = {}
-    for name, body, calls in (("order", BODY, number), ("orders_48k", many, max(1, number // 50)), ("nested_64_deep", nested, max(1, number // 200))):
-        assert strict_json.decode(body) == json.loads(body), name
-        plain, read = _paired_us(lambda body=body: json.loads(body), lambda body=body: strict_json.decode(body), calls, rounds * 2)
-        out[name] = {"bytes": len(body), "json_loads": plain, "strict_json": read, "ratio": round(read / plain, 3)}
-    validator = jsonschema_rs.validator_for(SCHEMA, validate_formats=True, offline=True)
-    plain, read = _paired_us(lambda: validator.is_valid(json.loads(BODY)), lambda: validator.is_valid(strict_json.decode(BODY)), number, rounds * 2)
-    out["order_and_validate"] = {"json_loads": plain, "strict_json": read, "ratio": round(read / plain, 3)}
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--number", type=int, default=1000, help="calls per round")
     parser.add_argument("--rounds", type=int, default=5)
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
-    json.dump(measure(args.number, args.rounds), sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    with Run("validation", argv, args, progress) as run:
+        run.report["settings"] = {"number": args.number, "rounds": args.rounds, "body_bytes": len(BODY)}
+        run.report["machine"] = describe(("jsonschema", "fastjsonschema", "jsonschema-rs"), ("ext_authz",))
+        results = measure(args.number, args.rounds)
+    run.print(**results)
     return 0
 
 

@@ -3,7 +3,7 @@ against the same route without one, in one run.
 
 One stack: Redis, the control plane, Envoy (one worker), one ext_authz process (workers: 1,
 ``http.rateLimit`` and ``http.waitingRoom``), and a "fast" upstream (a static Envoy that
-answers 200 itself: bench/gateway.py's). Routes, all public (``auth.required: false``) and
+answers 200 itself: bench.kit.envoy_config's). Routes, all public (``auth.required: false``) and
 proxied to the fast upstream:
 
     /plain      no waiting room: no check at all                                 (baseline)
@@ -20,8 +20,8 @@ Scenarios run ``--rounds`` times interleaved (plain, limited, room, waiting, pla
 medians are reported. The aim (issue 17): an admitted request's p99 at most 20 ms above
 the same route without a room: ``added_p99_ms.room_over_plain``.
 
-    .venv/bin/python bench/waiting_room.py > bench/results-waiting-room.json
-    .venv/bin/python bench/waiting_room.py --duration 5 --warmup 1 --rounds 1
+    .venv/bin/python -m bench.waiting_room > bench/results/waiting-room.json
+    .venv/bin/python -m bench.waiting_room --duration 5 --warmup 1 --rounds 1
 
 One JSON document goes to stdout; progress to stderr.
 """
@@ -29,42 +29,30 @@ One JSON document goes to stdout; progress to stderr.
 from __future__ import annotations
 
 import argparse
-import statistics
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-
-from bench.gateway import fast_upstream_bootstrap  # noqa: E402
-from bench.machine import describe  # noqa: E402
-from bench.proc_stats import tree_cpu_times  # noqa: E402
-from bench.report import command_line, print_report, work_directory  # noqa: E402
-from bench.wrk import LUA_DONE, require_wrk, run_wrk  # noqa: E402
-from tests.harness.envoy import EnvoyProcess  # noqa: E402
-from tests.harness.ext_authz import ExtAuthzProcess  # noqa: E402
-from tests.harness.gateway import GatewayStack  # noqa: E402
-from tests.harness.http_client import get as http_get  # noqa: E402
-from tests.harness.issuer import TestIssuer  # noqa: E402
-from tests.harness.ports import free_port  # noqa: E402
-from tests.harness.processes import port_open  # noqa: E402
-from tests.harness.redis import RedisServer  # noqa: E402
-from tests.harness.route_repo import route_doc  # noqa: E402
+from bench.kit.machine import describe
+from bench.kit.processes import tree_cpu_times
+from bench.kit.run import Bench, Progress, Run, Scenario, add_workdir_arguments
+from bench.kit.stats import difference, median_at, ratio
+from bench.kit.wrk import LUA_DONE, add_wrk_arguments, check_wrk_arguments, require_wrk, run_wrk, wrk_command, wrk_settings
+from tests.harness.ext_authz import ExtAuthzProcess
+from tests.harness.gateway import GatewayStack
+from tests.harness.http_client import get as http_get
+from tests.harness.issuer import TestIssuer
+from tests.harness.redis import RedisServer
+from tests.harness.route_repo import route_doc
 
 AIM_ADDED_P99_MS = 20.0
-SCENARIOS = {
-    "plain": {"path": "/plain", "status": 200},
-    "limited": {"path": "/limited", "status": 200},
-    "room": {"path": "/room", "status": 200},
-    "waiting": {"path": "/waiting", "status": 503},
-}
+SCENARIOS = {s.name: s for s in (
+    Scenario("plain", "/plain", "no waiting room: no check at all (the baseline)"),
+    Scenario("limited", "/limited", "one ip rate limit: the same lean check, one Redis script, no room"),
+    Scenario("room", "/room", "waitingRoom {admitPerSecond: 100000}: every request admitted after one script step"),
+    Scenario("waiting", "/waiting", "waitingRoom {admitPerSecond: 1}: every request joins the queue (a ticket opened)", 503),
+)}
 
 
-def progress(message: str) -> None:
-    print(f"[waiting_room] {message}", file=sys.stderr, flush=True)
+progress = Progress("waiting_room")
 
 
 def routes() -> list[dict[str, Any]]:
@@ -82,40 +70,37 @@ def routes() -> list[dict[str, Any]]:
     ]
 
 
-class Run:
-    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
-        self.args, self.workdir = args, workdir
-        self.lua = workdir / "report.lua"
+class RoomBench(Bench):
+    def __init__(self, args: argparse.Namespace, run: Run) -> None:
+        super().__init__(args, run)
+        self.lua = self.workdir / "report.lua"
         self.lua.write_text(LUA_DONE)
 
     def start(self) -> None:
-        self.redis = RedisServer.start(log_dir=self.workdir / "redis")
-        fast_port, admin = free_port(), free_port()
-        self.fast = EnvoyProcess.start(fast_upstream_bootstrap(fast_port, admin), log_dir=self.workdir / "fast", admin_port=admin, name="envoy-fast")
-        self.fast.wait_live(30)
-        self.fast.process.wait_until(lambda: port_open(fast_port), 30, "fast upstream")
+        self.redis = self.parts.add(RedisServer.start(log_dir=self.workdir / "redis"))
+        self.fast, fast_port = self.start_fast_upstream()
         issuer = TestIssuer()
         jwks = str(issuer.write_jwks(self.workdir / "jwks.json"))
         key = self.workdir / "wr-key"
         key.write_text("bench-waiting-room-key-0123456789abcdef\n")
-        self.authz = ExtAuthzProcess(
+        self.authz = self.parts.add(ExtAuthzProcess(
             self.workdir / "authz", {"issuers": [{"issuer": issuer.issuer, "audiences": ["api"], "jwksFile": jwks}]},
             transport="http", rate_limit={"redis": {"url": self.redis.url}},
-        )
+        ))
         self.authz.config["http"]["waitingRoom"] = {"ticketKeyFile": str(key)}
-        self.stack = GatewayStack(self.workdir / "stack", upstreams=(), control_plane_extra={
+        self.stack = self.parts.add(GatewayStack(self.workdir / "stack", upstreams=(), control_plane_extra={
             "extAuthz": {"address": [self.authz.check_address]},
             # Enforced rate limits: /limited's are decided by the lean check (ratelimit_svc,
             # here unreachable, is never called for it).
             "rateLimit": {"address": "127.0.0.1:1"},
-        })
+        }))
         self.stack.set_endpoints({"svc-fast": [f"127.0.0.1:{fast_port}"]})
         self.stack.commit_routes({"routes.yaml": routes()})
         self.stack.start(wait_path="/plain")
         self.authz.use_control_plane(self.stack.control_plane.xds_port)
         self.authz.start(timeout=60)
-        for name, scenario in SCENARIOS.items():
-            self.stack.wait_status(scenario["path"], scenario["status"], timeout=20)
+        for scenario in SCENARIOS.values():
+            self.stack.wait_status(scenario.path, scenario.expect_status, timeout=20)
         limited = http_get(self.stack.listener_port, "/limited")
         if "x-ratelimit-limit" not in limited.headers:
             raise RuntimeError(f"/limited's limit is not decided by the check: {limited.headers}")
@@ -123,21 +108,13 @@ class Run:
         if waiting.headers.get("x-gatehouse-waiting-room") != "waiting" or "position" not in waiting.json():
             raise RuntimeError(f"/waiting is not answered by the room: {waiting}")
 
-    def stop(self) -> None:
-        for stop in (self.authz.stop, self.stack.stop, self.fast.stop, self.redis.stop):
-            try:
-                stop()
-            except Exception as exc:  # noqa: BLE001 - best effort on the way out
-                progress(f"stop: {exc}")
-
     def wrk(self, path: str, duration: int, log_name: str) -> dict[str, Any]:
         url = f"http://127.0.0.1:{self.stack.listener_port}{path}"
-        argv = ["wrk", "-t", str(self.args.threads), "-c", str(self.args.connections), "-d", f"{duration}s",
-                "--timeout", "5s", "--latency", "-s", str(self.lua), url]
+        argv = wrk_command(url, threads=self.args.threads, connections=self.args.connections, duration=duration, script=self.lua)
         return run_wrk(argv, duration, self.workdir, log_name, stdev=False)
 
     def scenario(self, name: str, round_: int) -> dict[str, Any]:
-        path = SCENARIOS[name]["path"]
+        path = SCENARIOS[name].path
         self.wrk(path, self.args.warmup, f"{name}-{round_}-warmup")
         assert self.authz.process is not None
         before = sum(tree_cpu_times(self.authz.process.pid))
@@ -148,76 +125,53 @@ class Run:
         return result
 
 
-def median_of(runs: list[dict[str, Any]], *keys: str) -> float | None:
-    values = []
-    for run in runs:
-        value: Any = run
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        if value is not None:
-            values.append(float(value))
-    return round(statistics.median(values), 3) if values else None
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--duration", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--connections", type=int, default=16)
-    parser.add_argument("--workdir")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_wrk_arguments(parser, duration=10, threads=2, connections=16)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of every scenario; medians reported (default: %(default)s)")
+    add_workdir_arguments(parser)
     args = parser.parse_args(argv)
+    check_wrk_arguments(parser, args)
     require_wrk()
-    workdir = work_directory(args.workdir, "gatehouse-bench-waiting-room-")
-    started = time.monotonic()
-    run = Run(args, workdir)
-    try:
-        run.start()
-        rounds = [{name: run.scenario(name, i) for name in SCENARIOS} for i in range(args.rounds)]
-    finally:
-        run.stop()
+    with Run("waiting_room", argv, args, progress) as run:
+        run.report["settings"] = {**wrk_settings(args), "rounds": args.rounds, "routes": routes()}
+        run.report["machine"] = describe(("redis", "aiohttp"), ("ext_authz", "limiter", "servicekit"))
+        bench = RoomBench(args, run)
+        bench.start()
+        rounds = [{name: bench.scenario(name, i) for name in SCENARIOS} for i in range(args.rounds)]
     medians = {
         name: {
-            "rps": median_of([r[name] for r in rounds], "rps"),
-            **{f"{p}_ms": median_of([r[name] for r in rounds], "latency_ms", p) for p in ("p50", "p90", "p99")},
-            "ext_authz_cpu_us_per_request": median_of([r[name] for r in rounds], "ext_authz_cpu_us_per_request"),
+            "rps": median_at([r[name] for r in rounds], "rps"),
+            **{f"{p}_ms": median_at([r[name] for r in rounds], "latency_ms", p) for p in ("p50", "p90", "p99")},
+            "ext_authz_cpu_us_per_request": median_at([r[name] for r in rounds], "ext_authz_cpu_us_per_request"),
             "non_2xx": sum(r[name]["status_errors"] for r in rounds),
         }
         for name in SCENARIOS
     }
 
     def diff(a: str, b: str, key: str) -> float | None:
-        x, y = medians[a][key], medians[b][key]
-        return round(x - y, 3) if x is not None and y is not None else None
+        return difference(medians[a][key], medians[b][key])
 
-    def ratio(a: str, b: str, key: str) -> float | None:
-        x, y = medians[a][key], medians[b][key]
-        return round(x / y, 3) if x is not None and y else None
+    def over(a: str, b: str, key: str) -> float | None:
+        return ratio(medians[a][key], medians[b][key])
 
     added = diff("room", "plain", "p99_ms")
-    report = {
-        "benchmark": "waiting_room",
-        "command": command_line(argv),
-        **describe(("redis", "aiohttp"), ("ext_authz", "limiter", "servicekit")),
-        "settings": {"duration_s": args.duration, "warmup_s": args.warmup, "rounds": args.rounds,
-                     "wrk": {"threads": args.threads, "connections": args.connections}, "routes": routes()},
-        "results_median": medians,
-        "added_p99_ms": {"room_over_plain": added, "room_over_limited": diff("room", "limited", "p99_ms"),
-                         "waiting_over_plain": diff("waiting", "plain", "p99_ms")},
-        "ratios": {
-            "room_over_plain_p99": ratio("room", "plain", "p99_ms"),
-            "room_over_limited_p99": ratio("room", "limited", "p99_ms"),
-            "room_over_plain_rps": ratio("room", "plain", "rps"),
-            "room_over_limited_rps": ratio("room", "limited", "rps"),
-            "room_over_limited_ext_authz_cpu": ratio("room", "limited", "ext_authz_cpu_us_per_request"),
-            "waiting_over_room_ext_authz_cpu": ratio("waiting", "room", "ext_authz_cpu_us_per_request"),
+    run.print(
+        baseline={"scenario": "plain", **medians["plain"]},
+        ratios={
+            "room_over_plain_p99": over("room", "plain", "p99_ms"),
+            "room_over_limited_p99": over("room", "limited", "p99_ms"),
+            "room_over_plain_rps": over("room", "plain", "rps"),
+            "room_over_limited_rps": over("room", "limited", "rps"),
+            "room_over_limited_ext_authz_cpu": over("room", "limited", "ext_authz_cpu_us_per_request"),
+            "waiting_over_room_ext_authz_cpu": over("waiting", "room", "ext_authz_cpu_us_per_request"),
         },
-        "aim": {"added_p99_ms_at_most": AIM_ADDED_P99_MS, "met": added is not None and added <= AIM_ADDED_P99_MS},
-        "rounds": rounds,
-        "seconds": round(time.monotonic() - started, 1),
-    }
-    print_report(report)
+        results_median=medians,
+        added_p99_ms={"room_over_plain": added, "room_over_limited": diff("room", "limited", "p99_ms"),
+                      "waiting_over_plain": diff("waiting", "plain", "p99_ms")},
+        aim={"added_p99_ms_at_most": AIM_ADDED_P99_MS, "met": added is not None and added <= AIM_ADDED_P99_MS},
+        rounds=rounds,
+    )
     return 0
 
 

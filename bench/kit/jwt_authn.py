@@ -28,7 +28,7 @@ Usage, in an HTTP connection manager::
     http_filters = [
         jwt_authn_filter(issuer, ["api"], json.dumps(jwks)),
         local_ratelimit_filter(),              # optional, after jwt_authn (keys on x-user-id)
-        {"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}},
+        router_filter(),                       # bench.kit.envoy_config
     ]
     route["typed_per_filter_config"] = {
         **jwt_authn_per_route(),               # or jwt_authn_per_route(disabled=True) for a public route
@@ -45,7 +45,6 @@ JWT_AUTHN_TYPE = "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3
 JWT_AUTHN_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.PerRouteConfig"
 LOCAL_RATELIMIT = "envoy.filters.http.local_ratelimit"
 LOCAL_RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.local_ratelimit.v3.LocalRateLimit"
-ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 
 PROVIDER = "gatehouse"
 REQUIREMENT = "bearer"

@@ -1,4 +1,4 @@
-"""Mixed commits for ``bench/propagation.py --mixed N`` (issue 28).
+"""Mixed commits for ``python -m bench.propagation --mixed N`` (issue 28).
 
 Today's simple change bumps one route's response header: only the route configuration
 changes. A real commit mixes changes that take other paths to Envoy, and those are where

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from bench.kit.run import REPO_ROOT
 from servicekit.child_process import ManagedProcess, port_open
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-ratelimit-peer"
 HOST = "127.0.0.1"
 """Every listener of the peer (gRPC, HTTP, debug, optional Prometheus) binds here only."""

@@ -35,10 +35,10 @@ from ext_authz.denial_audit import DenialAudit
 from servicekit.audit import AuditSink
 from servicekit.span_export import SpanExporter
 from servicekit.trace_context import call_traceparent
+from servicekit.check_contract import USER_ID_HEADER as USER_ID_HEADER
 
 log = structlog.get_logger(component="ext_authz")
 
-USER_ID_HEADER = "x-user-id"
 REQUEST_ID_HEADER = "x-request-id"
 RESPONSE_CACHE_SIZE = 10_000
 MAX_LOGGED_REQUEST_ID = 200

@@ -1,5 +1,6 @@
 """What the gateway (Envoy, as the control plane configures it) and the authorization check
-agree on: the request headers only the check may write, and the ones reserved to Gatehouse.
+agree on: the headers each side reads or writes, the request headers only the check may
+write, the ones reserved to Gatehouse, and the bodies of the answers Envoy passes on.
 
 Both sides import these names; a route may neither set, remove nor match on them
 (``control_plane/model/headers.py``, ``match.py``), and Envoy removes every client copy of the identity
@@ -21,6 +22,25 @@ VOUCHED_HEADERS: Final = (*IDENTITY_HEADERS, "authorization", "host", "x-forward
 checked), where to (host, the routing key) and from where (the client address it
 appended). A route's header rules may not set or remove them."""
 ENVOY_PREFIX: Final = "x-envoy-"
+
+CONSUMER_HEADER: Final = IDENTITY_HEADERS[3]
+"""An API key's consumer (the check's ``api_keys``)."""
+ROUTE_HEADER: Final = "x-gatehouse-route"
+"""Names the route to the HTTP check; Envoy sets it per route after removing a client's copy."""
+API_KEY_HEADER: Final = "x-api-key"
+"""Where a client sends an API key; removed before the request goes upstream."""
+TICKET_HEADER: Final = "x-gatehouse-ticket"
+"""A waiting room's ticket, for clients without cookies; removed before the upstream."""
+WAITING_ROOM_HEADER: Final = "x-gatehouse-waiting-room"
+"""On the check's 429 for a waiting client: Envoy's local reply turns it into the room's 503."""
+UPSTREAM_TOKEN_UNAVAILABLE_HEADER: Final = "x-gatehouse-upstream-token"  # noqa: S105 - a header name
+"""On the check's 424 when token swap has no token: Envoy's local reply makes it a 503."""
+FORWARDED_FOR: Final = "x-forwarded-for"
+"""Envoy appends the client's address (``use_remote_address``); the check reads the last entry."""
+HEADERS_TO_REMOVE: Final = "x-envoy-auth-headers-to-remove"
+"""The check lists here the identity headers it filled none of, for Envoy to remove."""
+RATE_LIMITED: Final = ("rate_limited", "Too many requests; retry later.")
+"""The code and message of every 429 the gateway answers, whichever path limited it."""
 
 
 def reserved_for_routes(name: str) -> str | None:

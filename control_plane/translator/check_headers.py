@@ -5,12 +5,13 @@ from __future__ import annotations
 from control_plane.translator.identity_headers import ROUTE_HEADER
 from control_plane.translator.settings import ExtAuthzSettings
 from control_plane.translator.waiting_room import TICKET_CARRIERS
+from servicekit.check_contract import API_KEY_HEADER as API_KEY_HEADER
+from servicekit.check_contract import FORWARDED_FOR
 
-API_KEY_HEADER = "x-api-key"
 FORWARDED_HEADERS = ("authorization", "x-request-id")
 """What the Authorization service reads; everything else stays out of the CheckRequest."""
 CONTENT_TYPE = "content-type"
-HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, "x-forwarded-for", API_KEY_HEADER, *TICKET_CARRIERS, CONTENT_TYPE)
+HTTP_FORWARDED_HEADERS = (*FORWARDED_HEADERS, ROUTE_HEADER, FORWARDED_FOR, API_KEY_HEADER, *TICKET_CARRIERS, CONTENT_TYPE)
 """Over HTTP it also reads the route, the client address Envoy appended, an API key, a
 waiting room's ticket (its header or its cookie), and the content-type a route's body
 rule needs (the body must be sent as JSON, or the upstream reads what was not validated).

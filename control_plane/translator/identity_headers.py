@@ -17,13 +17,10 @@ from typing import Any
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.settings import GatewaySettings
+from servicekit.check_contract import IDENTITY_HEADERS as IDENTITY_HEADERS
+from servicekit.check_contract import ROUTE_HEADER as ROUTE_HEADER
+from servicekit.check_contract import USER_ID_HEADER as USER_ID_HEADER
 
-IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope", "x-consumer")
-"""``x-consumer``: an API key's consumer (``api_keys``)."""
-USER_ID_HEADER = IDENTITY_HEADERS[0]
-ROUTE_HEADER = "x-gatehouse-route"
-"""Names the route to the HTTP authorization check (``route_identity``); a client's copy
-is removed here with the identity headers, on every route."""
 CACHE_HEADERS = ("x-gatehouse-cache-control",)
 """What a cached route tells its cluster's upstream filter (``response_cache``); a
 client's copy would set an answer's Cache-Control, so it is removed too."""

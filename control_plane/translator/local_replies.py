@@ -33,6 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from servicekit.check_contract import RATE_LIMITED
+from servicekit.check_contract import WAITING_ROOM_HEADER as WAITING_ROOM_HEADER
 
 REQUEST_ID = "%REQ(X-REQUEST-ID)%"
 BREAKER_HEADER = "x-gatehouse-breaker"
@@ -63,9 +65,6 @@ class GatewayError:
 
 
 # First match wins: a reply may carry several flags (a timeout after retries: UT and URX).
-WAITING_ROOM_HEADER = "x-gatehouse-waiting-room"
-"""On the check's 429 for a waiting room (ext_authz/check/waiting_room.py): Envoy takes any 5xx
-from the authorization service for its failure, so the client's 503 is made here."""
 CIRCUIT_OPEN_MESSAGE = "The upstream service is failing; the gateway is not sending it requests. Retry later."
 GATEWAY_ERRORS: tuple[GatewayError, ...] = (
     # A HALF_OPEN breaker's probe budget is spent: its local_ratelimit bucket denies with
@@ -111,7 +110,7 @@ GATEWAY_ERRORS: tuple[GatewayError, ...] = (
     ),
     # RL: the global rate limit; local_rate_limited: a route's shield (local_ratelimit sets no flag).
     GatewayError(
-        "rate_limited", "Too many requests; retry later.", 429, flags=("RL",), details_prefix="local_rate_limited"
+        *RATE_LIMITED, 429, flags=("RL",), details_prefix="local_rate_limited"
     ),
     # A varyByUser cache's guard (response_cache), before the access list's RBAC denial.
     GatewayError(

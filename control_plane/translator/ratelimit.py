@@ -29,13 +29,14 @@ from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.settings import RateLimitSettings as RateLimitSettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.check_contract import USER_ID_HEADER
 
 RATELIMIT_FILTER = "envoy.filters.http.ratelimit"
 RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit"
 RATELIMIT_CLUSTER = "gatehouse_ratelimit"
 DOMAIN = "gatehouse"
 LIMIT_ENTRY = "limit"
-USER_HEADER = "x-user-id"
+USER_HEADER = USER_ID_HEADER
 
 
 def ratelimit_filter(settings: RateLimitSettings) -> dict[str, Any]:

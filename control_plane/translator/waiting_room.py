@@ -17,8 +17,8 @@ from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.check_contract import TICKET_HEADER as TICKET_HEADER
 
-TICKET_HEADER = "x-gatehouse-ticket"
 TICKET_CARRIERS = (TICKET_HEADER, "cookie")
 """What the check reads a ticket from: its header (clients without cookies) or a cookie."""
 FEATURE = "gatehouse.waiting_room"

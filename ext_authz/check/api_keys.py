@@ -34,10 +34,10 @@ from ext_authz.errors import ApiKeyError, AuthzError, ConsumerForbidden
 from ext_authz.responses import denial_parts
 from ext_authz.revocation.mirror import RevocationMirror
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.check_contract import API_KEY_HEADER as API_KEY_HEADER
+from servicekit.check_contract import CONSUMER_HEADER as CONSUMER_HEADER
+from servicekit.check_contract import USER_ID_HEADER as USER_ID_HEADER
 
-API_KEY_HEADER: Final = "x-api-key"
-CONSUMER_HEADER: Final = "x-consumer"
-USER_ID_HEADER: Final = "x-user-id"
 KEY_PREFIX: Final = "ghk_"
 MAX_KEY_BYTES: Final = 256
 """A longer header is no key of ours: refused before it is hashed."""

@@ -36,12 +36,11 @@ from limiter.model import LimitSpec
 from limiter.waiting_room_store import ADMITTED, FULL, USED, Room, WaitingRoomStore
 from servicekit.http1_server import response
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.check_contract import TICKET_HEADER as TICKET_HEADER
+from servicekit.check_contract import WAITING_ROOM_HEADER as MARKER_HEADER
 
 log = structlog.get_logger(component="ext_authz")
 
-TICKET_HEADER = "x-gatehouse-ticket"
-MARKER_HEADER = "x-gatehouse-waiting-room"
-"""On the check's 429: Envoy's local-reply mapper makes it the client's 503."""
 COOKIE_PREFIX = "gatehouse-wr-"
 MARKED_STATUS = 429
 FULL_RETRY_CAP_S = 60

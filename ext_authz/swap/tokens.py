@@ -38,12 +38,12 @@ from ext_authz.errors import ForbiddenError, UnavailableError
 from ext_authz.swap.exchange import ExchangeFailed, TokenExchange
 from ext_authz.swap.signer import UpstreamSigner
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.check_contract import UPSTREAM_TOKEN_UNAVAILABLE_HEADER as UNAVAILABLE_HEADER
 
 log = structlog.get_logger(component="ext_authz.swap.tokens")
 
 UNAVAILABLE_STATUS = 424
 """Not 5xx, so Envoy passes this denial on; the local reply mapper makes it a 503."""
-UNAVAILABLE_HEADER = "x-gatehouse-upstream-token"
 REUSE_MARGIN_SECONDS = 10.0
 REUSE_MARGIN_FRACTION = 0.25
 """A token is reused until min(10 s, a quarter of its lifetime) before it expires."""

@@ -33,7 +33,10 @@ from bench.kit.run import Progress, Run, add_workdir_arguments
 from ext_authz.check.api_keys import ApiKeyCheck, key_hash, new_key
 from ext_authz.config import Issuer
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteTable
+from ext_authz.check.steps import CheckParts
+from servicekit.check_contract import ROUTE_HEADER
 from ext_authz.tokens.jwks import IssuerKeys
 from ext_authz.revocation.mirror import RevocationMirror
 from ext_authz.revocation.store import RedisRevocationStore
@@ -89,10 +92,10 @@ async def run_checks(args: argparse.Namespace, redis: RedisServer, directory: Pa
     while mirror.api_key(key_hash(key), time.time()) is None:
         assert time.monotonic() < deadline, "the key never reached the mirror"
         await asyncio.sleep(0.01)
-    table = RouteTable()
-    table.replace([route("b/token"), route("b/both", keys=True), route("b/keys", keys=True, only=True)])
     authorizer = Authorizer(verifier, {test_issuer.issuer: config}, mirror)
-    check = HttpCheck(authorizer, table, None, DenialAudit(MemoryAuditSink()), keys=ApiKeyCheck(mirror))
+    table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink()), ApiKeyCheck(mirror)))
+    table.replace([route("b/token"), route("b/both", keys=True), route("b/keys", keys=True, only=True)])
+    check = HttpCheck(table)
     token = test_issuer.token("user-1", ttl=3600, role="admin", scope="orders:read")
     base = {"x-request-id": "bench-1", "x-forwarded-for": "203.0.113.9"}
     scenarios = {

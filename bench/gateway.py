@@ -568,7 +568,10 @@ async def _handler_cost(config_path: Path, authorization: str, n: int, log_path:
     Redis timeout and maxBatch), with and without the hybrid user limit; awaited directly and
     as a task per check, as the server does. CPU from ``time.process_time``."""
     from ext_authz.denial_audit import DenialAudit
-    from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+    from ext_authz.check.http_check import HttpCheck
+    from ext_authz.check.route_table import RouteTable
+    from ext_authz.check.steps import CheckParts
+    from servicekit.check_contract import ROUTE_HEADER
     from limiter.config import build_limiter
     from servicekit.audit import LogAuditSink
     from servicekit.http1_server import Request
@@ -580,7 +583,7 @@ async def _handler_cost(config_path: Path, authorization: str, n: int, log_path:
         limiter = build_limiter(config.http.rate_limit.redis, config.http.rate_limit.hybrid, expected_instances=1)
         authorizer = parts.authorizer
         try:
-            table = RouteTable()
+            table = RouteTable(CheckParts(authorizer, DenialAudit(LogAuditSink()), limiter))
             plain = policy_pb2.RoutePolicy(route="bench/in-process-auth")
             limited = policy_pb2.RoutePolicy(route="bench/in-process-limited", limits=[policy_pb2.Limit(
                 id="bench/in-process-limited#0", key="user", algorithm="slidingWindow", limit=STEADY_LIMIT, window_ms=60_000, mode="hybrid")])
@@ -588,7 +591,7 @@ async def _handler_cost(config_path: Path, authorization: str, n: int, log_path:
                 policy.auth.SetInParent()
                 policy.auth.scopes.append(SCOPE)
             table.replace([plain, limited])
-            check = HttpCheck(authorizer, table, limiter, DenialAudit(LogAuditSink()))
+            check = HttpCheck(table)
             results: dict[str, Any] = {}
             for case, route in (("auth_only", plain.route), ("auth_and_user_limit_hybrid", limited.route)):
                 headers = {"host": "gatehouse_ext_authz", "authorization": authorization, "x-request-id": str(uuid.uuid4()),

@@ -42,13 +42,16 @@ from bench.kit.machine import describe
 from bench.kit.run import Progress, Run, add_workdir_arguments
 from ext_authz.config import Issuer
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteTable
+from ext_authz.check.steps import CheckParts
+from servicekit.check_contract import ROUTE_HEADER
 from ext_authz.tokens.jwks import IssuerKeys
 from ext_authz.service import Authorizer
 from ext_authz.swap.exchange import TokenExchange
 from ext_authz.tokens.verifier import TokenVerifier
 from ext_authz.swap.signer import UpstreamSigner
-from ext_authz.swap.tokens import UpstreamTokens
+from ext_authz.swap.tokens import SwapGrants, UpstreamTokens
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
@@ -79,10 +82,13 @@ async def measure(args: argparse.Namespace, directory: Path) -> dict[str, Any]:
             verifier = TokenVerifier([keys], cache_size=1000, max_token_bytes=8192)
             authorizer = Authorizer(verifier, {issuer.issuer: config}, None)
             signer = UpstreamSigner(ec.generate_private_key(ec.SECP256R1()), issuer="https://gateway.internal/")
-            tokens = UpstreamTokens(signer=signer, exchange=TokenExchange(session, timeout=2.0), ttl=3600.0, cache_size=1000)
-            table = RouteTable()
+            grants = SwapGrants({"bench": frozenset(f"legacy-{name}" for name in ROUTES)}, frozenset({exchange_server.url}))
+            tokens = UpstreamTokens(
+                signer=signer, exchange=TokenExchange(session, timeout=2.0), ttl=3600.0, cache_size=1000, grants=grants
+            )
+            table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink()), tokens))
             table.replace([policy(name, exchange_server.url) for name in ROUTES])
-            check = HttpCheck(authorizer, table, None, DenialAudit(MemoryAuditSink()), upstream_tokens=tokens)
+            check = HttpCheck(table)
             token = issuer.token("alice", ttl=7200)
             requests = {
                 name: Request("GET", "/check/x", {"authorization": f"Bearer {token}", "x-request-id": "bench", ROUTE_HEADER: f"bench/{name}"})

@@ -32,7 +32,10 @@ from ext_authz.tokens.jwks import IssuerKeys
 from ext_authz.revocation.mirror import RevocationMirror
 from ext_authz.service import Authorizer, AuthorizationService
 from ext_authz.tokens.verifier import TokenVerifier
-from ext_authz.check.http_check import HttpCheck, RouteSubscription, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteSubscription, RouteTable
+from ext_authz.check.steps import CheckParts
+from ext_authz.check.validation import Compiler
 from ext_authz.check.tickets import TicketSigner, read_key
 from ext_authz.check.waiting_room import WaitingRoomGate
 from limiter.engine import Limiter
@@ -102,7 +105,6 @@ class ExtAuthz:
         """The lean HTTP transport: the route table from the control plane, the limiter."""
         http = self.config.http
         assert http is not None
-        table = RouteTable()
         limiter = None
         if http.rate_limit is not None:
             limiter = build_limiter(http.rate_limit.redis, http.rate_limit.hybrid, expected_instances=http.rate_limit.expected_instances)
@@ -111,13 +113,10 @@ class ExtAuthz:
             assert limiter is not None  # the config refuses waitingRoom without rateLimit
             rooms = waiting_room_gate(limiter, self.config.resolve(http.waiting_room.ticket_key_file))
         keys = ApiKeyCheck(self.mirror) if self.mirror is not None else None  # API keys live beside revocations
-        self.routes = RouteSubscription(
-            table, http.routes, limiter, rooms=rooms is not None, upstream_tokens=tokens, keys=keys is not None
-        )
-        handler = HttpCheck(
-            authorizer, table, limiter, service.denial_audit, spans=spans, rooms=rooms, upstream_tokens=tokens, keys=keys
-        )
-        return Http1Server(http.listen, handler)
+        parts = CheckParts(authorizer, service.denial_audit, limiter, rooms, keys, tokens, Compiler())
+        table = RouteTable(parts)
+        self.routes = RouteSubscription(table, http.routes)
+        return Http1Server(http.listen, HttpCheck(table, spans=spans))
 
     async def run(self) -> None:
         await self._channel.start()  # replays a spool left by an earlier run first

@@ -22,16 +22,20 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 import jsonschema_rs
 import structlog
 
+from ext_authz import metrics
 from ext_authz.check import json_media_type as json_media_type, strict_json
 from servicekit.http1_server import response
 from servicekit.json_schema import compile_schema
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+
+if TYPE_CHECKING:
+    from ext_authz.check.steps import Call, CheckParts
 
 log = structlog.get_logger(component="ext_authz")
 
@@ -277,3 +281,31 @@ class Compiler:
     def done(self) -> None:
         """After a whole table: keep only what it uses."""
         self._cache, self._used = self._used, {}
+
+
+class ValidationStep:
+    """A route's ``validate`` rules, after its limits and its caller passed (so a caller
+    denied its token or its quota learns nothing about the rules). A failure is 400 (415)
+    naming the field and the rule; the request still counted against its limits."""
+
+    gives_back = False
+
+    def __init__(self, route: str, rules: RequestRules) -> None:
+        self._route = route
+        self._rules = rules
+
+    @classmethod
+    def for_route(cls, policy: policy_pb2.RoutePolicy, parts: CheckParts) -> ValidationStep | None:
+        if not policy.HasField("validation"):
+            return None
+        compiler = parts.get(Compiler) or Compiler()  # the process's, kept across tables
+        return cls(policy.route, compiler.rules(policy.route, policy.validation))
+
+    async def run(self, call: Call) -> bytes | None:
+        request = call.request
+        invalid = self._rules.check(request.path, request.headers, request.body)
+        if invalid is None:
+            return None
+        metrics.DECISIONS.labels("deny", "invalid_request").inc()
+        log.info("request_invalid", route=self._route, location=invalid.location, field=invalid.field, rule=invalid.rule)
+        return invalid.answer(call.request_id)

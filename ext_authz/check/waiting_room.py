@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import structlog
 
 from ext_authz import metrics
+from ext_authz.check.steps import Call, CheckParts
 from ext_authz.check.tickets import TicketSigner
 from limiter.errors import StoreError
 from limiter.local import LocalStore
@@ -184,3 +185,28 @@ class WaitingRoomGate:
             return self._waiting(policy, None, None, 1, request_id)
         body = _body("waiting_room_unavailable", "The waiting room cannot decide right now; retry later.", request_id, retryAfter=1)
         return Verdict(False, response(MARKED_STATUS, [*_JSON, (MARKER_HEADER, "unavailable"), ("retry-after", "1")], body))
+
+
+class WaitingRoomStep:
+    """A route's waiting room, once everything else passed: a request it does not admit
+    (a ticket, a wait, a full room) gives back its limits' hits."""
+
+    gives_back = True
+
+    def __init__(self, room: RoomPolicy, gate: WaitingRoomGate) -> None:
+        self._room = room
+        self._gate = gate
+
+    @classmethod
+    def for_route(cls, policy: policy_pb2.RoutePolicy, parts: CheckParts) -> WaitingRoomStep | None:
+        if not policy.HasField("waiting_room"):
+            return None
+        gate = parts.need(WaitingRoomGate, "has a waiting room, and ext_authz has no http.waitingRoom (and http.rateLimit)")
+        return cls(room_policy(policy.route, policy.waiting_room), gate)
+
+    async def run(self, call: Call) -> bytes | None:
+        verdict = await self._gate.check(self._room, call.request.headers, call.request_id)
+        if not verdict.admitted:
+            return verdict.data
+        call.extra += verdict.data
+        return None

@@ -15,7 +15,10 @@ import pytest
 import redis as redis_client
 
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteTable
+from ext_authz.check.steps import CheckParts
+from servicekit.check_contract import ROUTE_HEADER
 from ext_authz.tokens.jwks import IssuerKeys
 from ext_authz.service import Authorizer
 from ext_authz.tokens.verifier import TokenVerifier
@@ -82,8 +85,8 @@ async def issuer_authorizer() -> tuple[Authorizer, FakeClock]:
 async def gate(redis: RedisServer) -> AsyncIterator[Gate]:
     authorizer, _ = await issuer_authorizer()
     limiter = Limiter(url=redis.url, timeout=0.5)
-    table = RouteTable()
-    yield Gate(HttpCheck(authorizer, table, limiter, DenialAudit(MemoryAuditSink())), table, limiter, redis)
+    table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink()), limiter))
+    yield Gate(HttpCheck(table), table, limiter, redis)
     await limiter.close()
 
 

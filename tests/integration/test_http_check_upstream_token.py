@@ -13,10 +13,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.check.http_check import HttpCheck, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteTable
+from ext_authz.check.steps import CheckParts
 from ext_authz.swap.exchange import TokenExchange
 from ext_authz.swap.signer import UpstreamSigner
-from ext_authz.swap.tokens import UpstreamTokens
+from ext_authz.swap.tokens import SwapGrants, UpstreamTokens
 from limiter import Limiter
 from servicekit.audit import MemoryAuditSink
 from tests.harness.ports import refused_port
@@ -26,17 +28,26 @@ from tests.integration.test_http_check_limits import PEER, Gate, issuer_authoriz
 from tests.unit.ext_authz.signing import claims, rsa_key
 
 
+class AnyUrl(frozenset[str]):
+    """Every exchange URL is listed: these tests are about the swap, not the allow-list
+    (tests/integration/test_attacks_envoy.py holds that to the operator's list)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
 @pytest.fixture
 async def swap_gate(redis: RedisServer) -> AsyncIterator[Gate]:
     authorizer, clock = await issuer_authorizer()
     limiter = Limiter(url=redis.url, timeout=0.5)
-    table = RouteTable()
     async with aiohttp.ClientSession() as session:
         tokens = UpstreamTokens(
             signer=UpstreamSigner(ec.generate_private_key(ec.SECP256R1()), issuer="https://gateway.internal/"),
             exchange=TokenExchange(session, timeout=1.0), ttl=60.0, cache_size=100, clock=clock,
+            grants=SwapGrants({"*": frozenset({"ledger"})}, AnyUrl()),
         )
-        check = HttpCheck(authorizer, table, limiter, DenialAudit(MemoryAuditSink()), upstream_tokens=tokens)
+        table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink()), limiter, tokens))
+        check = HttpCheck(table)
         yield Gate(check, table, limiter, redis)
     await limiter.close()
 

@@ -18,7 +18,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteSubscription, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteSubscription, RouteTable
+from ext_authz.check.steps import CheckParts
+from servicekit.check_contract import ROUTE_HEADER
 from ext_authz.check.tickets import TicketSigner
 from ext_authz.check.waiting_room import MARKER_HEADER, TICKET_HEADER, WaitingRoomGate, cookie_name
 from limiter import Limiter
@@ -68,8 +71,8 @@ async def room(redis: RedisServer) -> AsyncIterator[Room]:
     authorizer, _ = await issuer_authorizer()
     limiter = Limiter(url=redis.url, timeout=0.5)
     gate = WaitingRoomGate(WaitingRoomStore(limiter.redis), TicketSigner(KEY), limiter.local)
-    table = RouteTable()
-    yield Room(HttpCheck(authorizer, table, limiter, DenialAudit(MemoryAuditSink()), rooms=gate), table, redis)
+    table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink()), limiter, gate))
+    yield Room(HttpCheck(table), table, redis)
     await limiter.close()
 
 
@@ -261,8 +264,8 @@ async def test_a_redis_outage_follows_on_store_failure(room: Room, on_failure: s
 
 
 def test_a_room_without_a_gate_is_refused_alone() -> None:
-    table = RouteTable()
-    subscription = RouteSubscription(table, Policies.model_validate({"xds": {"address": "127.0.0.1:1"}}), None)
+    table = RouteTable(CheckParts(DenialAudit(MemoryAuditSink())))  # public routes only: refusals, no request
+    subscription = RouteSubscription(table, Policies.model_validate({"xds": {"address": "127.0.0.1:1"}}))
     other = policy_pb2.RoutePolicy(route="shop/plain")
     other.auth.public = True
     with pytest.raises(PartlyApplied, match="route shop/launch: has a waiting room, and ext_authz has no http.waitingRoom"):

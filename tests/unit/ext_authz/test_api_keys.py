@@ -6,6 +6,7 @@ answer."""
 
 from __future__ import annotations
 
+
 import asyncio
 import hashlib
 import json
@@ -18,7 +19,10 @@ import pytest
 from ext_authz.check.api_keys import KEY_PREFIX, ApiKeyCheck, KeyRule, key_hash, key_rule, new_key
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.errors import UnavailableError
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteSubscription, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteSubscription, RouteTable
+from ext_authz.check.steps import CheckParts
+from servicekit.check_contract import ROUTE_HEADER
 from ext_authz.tokens.jwks import IssuerKeys
 from ext_authz.revocation.mirror import RevocationMirror
 from ext_authz.revocation.entries import ApiKey, Change, Entry, RevocationSet
@@ -117,8 +121,8 @@ async def gate() -> AsyncIterator[Gate]:
     assert await mirror.wait_ready(2)
     authorizer = Authorizer(verifier, {ISSUER: config}, None, clock=clock)
     audit = MemoryAuditSink()
-    table = RouteTable()
-    check = HttpCheck(authorizer, table, None, DenialAudit(audit), keys=ApiKeyCheck(mirror))
+    table = RouteTable(CheckParts(authorizer, DenialAudit(audit), ApiKeyCheck(mirror)))
+    check = HttpCheck(table)
     yield Gate(check, table, store, mirror, audit)
     await mirror.stop()
 
@@ -220,8 +224,9 @@ def test_a_key_route_is_refused_alone_without_a_key_store() -> None:
     from limiter.policies import PartlyApplied
 
     policies = Policies.model_validate({"xds": {"address": "127.0.0.1:1", "nodeId": "n"}})
-    table = RouteTable()
-    subscription = RouteSubscription(table, policies, None)
+    authorizer = Authorizer(TokenVerifier([], cache_size=0, max_token_bytes=8192), {}, None)  # no request is checked here
+    table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink())))
+    subscription = RouteSubscription(table, policies)
     policy = policy_pb2.RoutePolicy(route=ROUTE)
     policy.auth.api_keys = True
     other = policy_pb2.RoutePolicy(route="shop/orders")

@@ -30,7 +30,10 @@ from hypothesis import strategies as st
 from control_plane.model.validation import Validation
 from control_plane.translator.validation import validation_policy
 from ext_authz.denial_audit import DenialAudit
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteTable
+from ext_authz.check.steps import CheckParts
+from servicekit.check_contract import ROUTE_HEADER
 from ext_authz.check.json_media_type import refusal
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
@@ -221,7 +224,7 @@ def _read_independently(request: Request) -> None:
 
 async def _check() -> HttpCheck:
     authorizer, _ = await issuer_authorizer()
-    table = RouteTable()
+    table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink())))
     policies = []
     for route, public in ROUTES.items():
         policy = policy_pb2.RoutePolicy(route=route)
@@ -230,7 +233,7 @@ async def _check() -> HttpCheck:
         policy.validation.CopyFrom(validation_policy(Validation.model_validate(RULES)))
         policies.append(policy)
     table.replace(policies)
-    return HttpCheck(authorizer, table, None, DenialAudit(MemoryAuditSink()))
+    return HttpCheck(table)
 
 
 def test_no_request_makes_the_check_answer_5xx() -> None:

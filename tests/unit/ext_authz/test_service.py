@@ -23,7 +23,10 @@ from envoy.type.v3 import http_status_pb2
 from google.rpc import status_pb2
 
 from ext_authz.config import Issuer
-from ext_authz.check.http_check import ROUTE_HEADER, HttpCheck, RouteTable
+from ext_authz.check.http_check import HttpCheck
+from ext_authz.check.route_table import RouteTable
+from ext_authz.check.steps import CheckParts
+from servicekit.check_contract import ROUTE_HEADER
 from servicekit.http1_server import Request
 from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
 from ext_authz.errors import AuthzError, ForbiddenError, RevokedError, TokenError, UnavailableError
@@ -123,8 +126,8 @@ class Harness:
         self.verifier = verifier
         self.issuer = issuer
         self.transport = transport
-        self.table = RouteTable()
-        self.http = HttpCheck(service._authorizer, self.table, None, service.denial_audit)
+        self.table = RouteTable(CheckParts(service._authorizer, service.denial_audit))
+        self.http = HttpCheck(self.table)
 
     async def check(self, headers: dict[str, str] | None = None, **extensions: str) -> external_auth_pb2.CheckResponse:
         if self.transport == "grpc":

@@ -45,7 +45,7 @@ from ext_authz.tokens.verifier import TokenVerifier
 from servicekit.api_key_store import ApiKey, redis_api_keys
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.harness.issuer import TestIssuer
 from tests.harness.redis import RedisServer
 

@@ -575,7 +575,7 @@ async def _handler_cost(config_path: Path, authorization: str, n: int, log_path:
     from limiter.config import build_limiter
     from servicekit.audit import LogAuditSink
     from servicekit.http1_server import Request
-    from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+    from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
     async with authz_parts(config_path, log_path) as parts:
         config = parts.config

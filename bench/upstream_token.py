@@ -54,7 +54,7 @@ from ext_authz.swap.signer import UpstreamSigner
 from ext_authz.swap.tokens import SwapGrants, UpstreamTokens
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.harness.issuer import TestIssuer
 from tests.harness.token_exchange import TokenExchangeServer
 

@@ -60,7 +60,7 @@ class Proxy:
     acked: dict[str, str] = field(default_factory=dict)
     nacked: dict[str, Nack] = field(default_factory=dict)
     subscribed: set[str] = field(default_factory=set)
-    """Types this client asked for (Envoy: CDS/EDS/LDS/RDS; ratelimit_svc: RLS)."""
+    """Types this client asked for (Envoy: CDS/EDS/LDS/RDS; ratelimit_svc: POLICY)."""
     resources: dict[str, dict[str, Resource]] = field(default_factory=dict)
     """Per type, what it runs: the stream's own ACKed map, shared (for ``status --node X --diff``)."""
     unacked_since: dict[str, float] = field(default_factory=dict)

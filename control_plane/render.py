@@ -12,7 +12,7 @@ from google.protobuf import json_format
 from control_plane.cache.resource import Resource
 from control_plane.cache.types import ResourceType
 from control_plane.translator.messages import Cluster, ClusterLoadAssignment, Listener, RouteConfiguration, Secret
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 _MESSAGES = {
     ResourceType.CLUSTER: Cluster,
@@ -20,7 +20,7 @@ _MESSAGES = {
     ResourceType.SECRET: Secret,
     ResourceType.LISTENER: Listener,
     ResourceType.ROUTE: RouteConfiguration,
-    ResourceType.RATELIMIT: policy_pb2.RoutePolicy,
+    ResourceType.POLICY: policy_pb2.RoutePolicy,
 }
 
 

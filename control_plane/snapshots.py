@@ -191,7 +191,7 @@ class SnapshotPublisher:
             endpoints=endpoints,
             listeners=translation.listeners,
             routes=translation.routes,
-            ratelimits=translation.ratelimits,
+            policies=translation.policies,
             secrets=translation.secrets,
             model=translation.model,
             changed_at=seen_at,

@@ -44,7 +44,7 @@ from control_plane.translator.pipeline import RouteProblem
 
 ENVOY_TYPES = frozenset({"CDS", "EDS", "LDS", "RDS", "SDS"})
 """Types only Envoy asks for; an xDS client that asks for none of them (ratelimit_svc and
-ext_authz ask for ``RLS`` only) is one of the services the control plane feeds."""
+ext_authz ask for ``POLICY`` only) is one of the services the control plane feeds."""
 
 DEFAULT_LIMIT = 500
 """Route rows per answer: problems first, so a large table still shows every problem."""

@@ -1,6 +1,6 @@
 """Route policies from the control plane, over its ADS server (state of the world).
 
-The control plane serves one ``gatehouse.ratelimit.v1.RoutePolicy`` per route with
+The control plane serves one ``gatehouse.policy.v1.RoutePolicy`` per route with
 limits (and, for the HTTP authorization transport, per route that needs a token). This
 client subscribes to that type and hands every response's policies to ``on_update``,
 which builds its table and raises ValueError if it cannot use them; the response is then
@@ -26,11 +26,11 @@ from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
 
 from limiter.model import LimitSpec
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 log = structlog.get_logger(component="ratelimit.policies")
 
-RATELIMIT_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_name}"
+POLICY_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_name}"
 """The type URL the control plane serves policies under (both sides derive it from the proto)."""
 
 Policies = Mapping[str, LimitSpec]
@@ -112,7 +112,7 @@ class PolicySource:
 
     async def _stream(self) -> None:
         requests: asyncio.Queue[discovery_pb2.DiscoveryRequest] = asyncio.Queue()
-        await requests.put(discovery_pb2.DiscoveryRequest(node=self._node, type_url=RATELIMIT_URL, version_info=self.version))
+        await requests.put(discovery_pb2.DiscoveryRequest(node=self._node, type_url=POLICY_URL, version_info=self.version))
 
         async def outgoing() -> AsyncIterator[discovery_pb2.DiscoveryRequest]:
             while True:
@@ -121,9 +121,9 @@ class PolicySource:
         async with grpc.aio.insecure_channel(self._address) as channel:
             stub = ads_pb2_grpc.AggregatedDiscoveryServiceStub(channel)
             async for response in stub.StreamAggregatedResources(outgoing()):
-                ack = discovery_pb2.DiscoveryRequest(type_url=RATELIMIT_URL, response_nonce=response.nonce)
+                ack = discovery_pb2.DiscoveryRequest(type_url=POLICY_URL, response_nonce=response.nonce)
                 try:
-                    policies = [policy_pb2.RoutePolicy.FromString(r.value) for r in response.resources if r.type_url == RATELIMIT_URL]
+                    policies = [policy_pb2.RoutePolicy.FromString(r.value) for r in response.resources if r.type_url == POLICY_URL]
                     self._on_update(policies)
                 except PartlyApplied as exc:
                     # Live but for the named routes: NACKed for them, served for the rest.

@@ -25,7 +25,7 @@ from limiter.engine import Limiter
 from limiter.model import Decision, LimitSpec
 from limiter.policies import descriptor_key, parse_policies
 from limiter.verdict import decide, rate_limit_headers
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from servicekit.span_export import SpanExporter
 from servicekit.trace_context import call_traceparent
 

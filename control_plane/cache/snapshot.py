@@ -43,8 +43,8 @@ class Snapshot:
     endpoints: Resources
     listeners: Resources
     routes: Resources
-    ratelimits: Resources = field(default_factory=lambda: _NO_RESOURCES)
-    """Rate-limit policies per route, for ratelimit_svc (Gatehouse's own xDS type)."""
+    policies: Resources = field(default_factory=lambda: _NO_RESOURCES)
+    """Route policies, for the checks that decide routes (Gatehouse's own xDS type)."""
     secrets: Resources = field(default_factory=lambda: _NO_RESOURCES)
     """The listener's TLS secret (file names only), when it terminates TLS."""
     model: tuple[Route, ...] = ()
@@ -67,7 +67,7 @@ class Snapshot:
         endpoints: Iterable[Resource],
         listeners: Iterable[Resource],
         routes: Iterable[Resource],
-        ratelimits: Iterable[Resource] = (),
+        policies: Iterable[Resource] = (),
         secrets: Iterable[Resource] = (),
         model: tuple[Route, ...] = (),
         changed_at: float | None = None,
@@ -77,7 +77,7 @@ class Snapshot:
             endpoints=_frozen(endpoints),
             listeners=_frozen(listeners),
             routes=_frozen(routes),
-            ratelimits=_frozen(ratelimits),
+            policies=_frozen(policies),
             secrets=_frozen(secrets),
             model=model,
             changed_at=time.monotonic() if changed_at is None else changed_at,
@@ -90,8 +90,8 @@ class Snapshot:
             return self.endpoints
         if kind is ResourceType.LISTENER:
             return self.listeners
-        if kind is ResourceType.RATELIMIT:
-            return self.ratelimits
+        if kind is ResourceType.POLICY:
+            return self.policies
         if kind is ResourceType.SECRET:
             return self.secrets
         return self.routes

@@ -1,15 +1,17 @@
 """xDS type URLs, in the order ADS must apply them (make before break).
 
 Besides Envoy's types (SDS only for the listener's TLS secret, which names files and
-holds no key bytes) there is one of Gatehouse's own: rate-limit policies, which
-ratelimit_svc instances subscribe to over the same ADS server (Envoy never asks for it).
+holds no key bytes) there is one of Gatehouse's own: route policies
+(``gatehouse.policy.v1.RoutePolicy``), a route's rules for the checks, which the
+Authorization service and ratelimit_svc subscribe to over the same ADS server (Envoy never
+asks for it).
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 _PREFIX = "type.googleapis.com/envoy.config"
 
@@ -23,7 +25,7 @@ class ResourceType(IntEnum):
     SECRET = 2
     LISTENER = 3
     ROUTE = 4
-    RATELIMIT = 5
+    POLICY = 5
 
     @property
     def url(self) -> str:
@@ -35,8 +37,8 @@ class ResourceType(IntEnum):
 
     @property
     def wildcard(self) -> bool:
-        """LDS, CDS (and rate-limit policies) send the whole set; EDS and RDS what was asked for."""
-        return self in (ResourceType.CLUSTER, ResourceType.LISTENER, ResourceType.RATELIMIT)
+        """LDS, CDS (and route policies) send the whole set; EDS and RDS what was asked for."""
+        return self in (ResourceType.CLUSTER, ResourceType.LISTENER, ResourceType.POLICY)
 
     @property
     def warmed_by(self) -> ResourceType | None:
@@ -58,7 +60,7 @@ ENDPOINT_URL = f"{_PREFIX}.endpoint.v3.ClusterLoadAssignment"
 LISTENER_URL = f"{_PREFIX}.listener.v3.Listener"
 ROUTE_URL = f"{_PREFIX}.route.v3.RouteConfiguration"
 SECRET_URL = "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret"  # noqa: S105 - a type URL, not a secret
-RATELIMIT_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_name}"
+POLICY_URL = f"type.googleapis.com/{policy_pb2.RoutePolicy.DESCRIPTOR.full_name}"
 
 _URLS = {
     ResourceType.CLUSTER: CLUSTER_URL,
@@ -66,7 +68,7 @@ _URLS = {
     ResourceType.SECRET: SECRET_URL,
     ResourceType.LISTENER: LISTENER_URL,
     ResourceType.ROUTE: ROUTE_URL,
-    ResourceType.RATELIMIT: RATELIMIT_URL,
+    ResourceType.POLICY: POLICY_URL,
 }
 _SHORT = {
     ResourceType.CLUSTER: "CDS",
@@ -74,6 +76,6 @@ _SHORT = {
     ResourceType.SECRET: "SDS",
     ResourceType.LISTENER: "LDS",
     ResourceType.ROUTE: "RDS",
-    ResourceType.RATELIMIT: "RLS",
+    ResourceType.POLICY: "POLICY",
 }
 _BY_URL = {url: kind for kind, url in _URLS.items()}

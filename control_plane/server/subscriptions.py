@@ -166,7 +166,7 @@ class StreamState:
                 if name not in target and name in in_use:
                     target[name] = resource
             return target
-        if kind in (ResourceType.LISTENER, ResourceType.RATELIMIT):
+        if kind in (ResourceType.LISTENER, ResourceType.POLICY):
             return dict(desired)
         target = {}
         names = desired.keys() | state.acked.keys() if state.wildcard else state.names

@@ -16,7 +16,7 @@ from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.check_headers import API_KEY_HEADER
 from control_plane.translator.settings import GatewaySettings
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 FEATURE = "gatehouse.api_keys"
 

@@ -18,7 +18,7 @@ from control_plane.model.route import Route
 from control_plane.translator.check_plan import check_plan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 
 def check_policy(route: Route, settings: GatewaySettings, features: Sequence[HttpFeature]) -> Resource | None:
@@ -30,4 +30,4 @@ def check_policy(route: Route, settings: GatewaySettings, features: Sequence[Htt
     policy.auth.SetInParent()  # present: this route's checks come to the HTTP service
     for feature in features:
         feature.check_policy(route, settings, plan, policy)
-    return Resource.from_message(ResourceType.RATELIMIT, route.id, policy)
+    return Resource.from_message(ResourceType.POLICY, route.id, policy)

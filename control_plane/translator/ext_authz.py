@@ -29,7 +29,7 @@ from control_plane.translator.check_plan import CheckPlan, Decider, check_plan
 from control_plane.translator.upstream_token import UPSTREAM_TOKEN_HEADER
 from control_plane.translator.service_clusters import grpc_service_cluster, http_service_cluster
 from servicekit.durations import format_duration_ms
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from control_plane.translator.settings import ExtAuthzSettings as ExtAuthzSettings
 from control_plane.translator.settings import GatewaySettings, RateLimitSettings
 from control_plane.translator.validation import body_check_settings

@@ -24,7 +24,7 @@ from control_plane.cache.resource import Resource
 from control_plane.model.route import Route
 from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.settings import GatewaySettings
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 
 class HttpFeature(Protocol):

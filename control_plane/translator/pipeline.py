@@ -109,7 +109,7 @@ class Translation:
     clusters: tuple[Resource, ...]
     cluster_refs: tuple[ClusterRef, ...]
     model: tuple[Route, ...]
-    ratelimits: tuple[Resource, ...] = ()
+    policies: tuple[Resource, ...] = ()
     secrets: tuple[Resource, ...] = ()
 
 
@@ -238,7 +238,7 @@ class RouteTranslator:
             clusters=clusters,
             cluster_refs=refs,
             model=tuple(route for route in ordered if route not in guarding),
-            ratelimits=tuple(r for t in translated.values() for r in t.resources if r.type is ResourceType.RATELIMIT),
+            policies=tuple(r for t in translated.values() for r in t.resources if r.type is ResourceType.POLICY),
             secrets=self._edge.secrets,
         )
 

@@ -1,5 +1,5 @@
 """Global rate limits: Envoy's ratelimit filter, per-route descriptors, and the policies
-ratelimit_svc enforces (delivered over xDS as gatehouse.ratelimit.v1.RoutePolicy).
+ratelimit_svc enforces (delivered over xDS as gatehouse.policy.v1.RoutePolicy).
 
 Each of a route's ``rateLimits`` becomes one Envoy ``rate_limits`` entry whose descriptor
 is ``[("limit", "<route id>#<index>"), (<key kind>, <value>)]``: the limit id names the
@@ -28,7 +28,7 @@ from control_plane.translator.feature import HttpFeature
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.settings import RateLimitSettings as RateLimitSettings
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from servicekit.check_contract import USER_ID_HEADER
 
 RATELIMIT_FILTER = "envoy.filters.http.ratelimit"
@@ -168,4 +168,4 @@ class GlobalRateLimit(HttpFeature):
         """The route's policy for ratelimit_svc, when its limits are decided there."""
         if check_plan(route, settings).limits is not Decider.RATELIMIT_SERVICE:
             return ()
-        return (Resource.from_message(ResourceType.RATELIMIT, route.id, route_policy(route)),)
+        return (Resource.from_message(ResourceType.POLICY, route.id, route_policy(route)),)

@@ -15,7 +15,7 @@ from control_plane.model.route import Route
 from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 UPSTREAM_TOKEN_HEADER = "authorization"  # noqa: S105 - a header name
 """Set upstream by the HTTP check's OK answer on swap routes only; other routes' answers

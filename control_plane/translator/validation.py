@@ -29,7 +29,7 @@ from control_plane.translator.check_headers import HTTP_FORWARDED_HEADERS, forwa
 from control_plane.translator.check_plan import CheckPlan
 from control_plane.translator.feature import HttpFeature
 from control_plane.translator.settings import GatewaySettings
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 ALWAYS_FORWARDED = (*HTTP_FORWARDED_HEADERS, "host", "content-length")
 """Headers the HTTP check always receives: what the filter forwards, and what Envoy always sends."""

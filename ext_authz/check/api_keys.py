@@ -33,7 +33,7 @@ from typing import Final
 from ext_authz.errors import ApiKeyError, AuthzError, ConsumerForbidden
 from ext_authz.responses import denial_parts
 from ext_authz.revocation.mirror import RevocationMirror
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from servicekit.check_contract import API_KEY_HEADER as API_KEY_HEADER
 from servicekit.check_contract import CONSUMER_HEADER as CONSUMER_HEADER
 from servicekit.check_contract import USER_ID_HEADER as USER_ID_HEADER

@@ -23,7 +23,7 @@ from ext_authz.responses import denial_parts
 from ext_authz.service import RESPONSE_CACHE_SIZE, Authorizer
 from servicekit.check_contract import HEADERS_TO_REMOVE, USER_ID_HEADER
 from servicekit.http1_server import response
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 
 class Credential:

@@ -25,7 +25,7 @@ from ext_authz.check.waiting_room import WaitingRoomStep
 from limiter.config import Policies
 from limiter.engine import Limiter
 from limiter.policies import PartlyApplied, PolicySource
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 STEP_ORDER = (LimitsBeforeCredential, Credential, LimitsAfterCredential, ValidationStep, WaitingRoomStep, TokenSwapStep)
 """The order a request meets its route's steps: limits that do not depend on the caller

@@ -29,7 +29,7 @@ from limiter.policies import descriptor_key, limit_spec
 from limiter.verdict import Verdict, decide, rate_limit_headers
 from servicekit.check_contract import API_KEY_HEADER, FORWARDED_FOR, RATE_LIMITED
 from servicekit.http1_server import Request, response
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 
 class Refused(Exception):

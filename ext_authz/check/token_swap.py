@@ -13,7 +13,7 @@ from ext_authz.responses import denial_parts
 from ext_authz.swap.tokens import SwapRule, UpstreamTokens, UpstreamTokenUnavailable, swap_refusal, swap_rule, unavailable_parts
 from ext_authz.tokens.verifier import VerifiedToken
 from servicekit.http1_server import response
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 
 class TokenSwapStep:

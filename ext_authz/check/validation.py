@@ -32,7 +32,7 @@ from ext_authz import metrics
 from ext_authz.check import json_media_type as json_media_type, strict_json
 from servicekit.http1_server import response
 from servicekit.json_schema import compile_schema
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 if TYPE_CHECKING:
     from ext_authz.check.steps import Call, CheckParts

@@ -36,7 +36,7 @@ from limiter.local import LocalStore
 from limiter.model import LimitSpec
 from limiter.waiting_room_store import ADMITTED, FULL, USED, Room, WaitingRoomStore
 from servicekit.http1_server import response
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from servicekit.check_contract import TICKET_HEADER as TICKET_HEADER
 from servicekit.check_contract import WAITING_ROOM_HEADER as MARKER_HEADER
 

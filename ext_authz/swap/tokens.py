@@ -37,7 +37,7 @@ import structlog
 from ext_authz.errors import ForbiddenError, UnavailableError
 from ext_authz.swap.exchange import ExchangeFailed, TokenExchange
 from ext_authz.swap.signer import UpstreamSigner
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from servicekit.check_contract import UPSTREAM_TOKEN_UNAVAILABLE_HEADER as UNAVAILABLE_HEADER
 
 log = structlog.get_logger(component="ext_authz.swap.tokens")

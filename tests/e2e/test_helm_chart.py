@@ -1747,9 +1747,9 @@ def test_helm_install_with_rate_limit_then_the_sidecar_runs_with_what_the_chart_
         wait_for(lambda: http_status(probe_port[readiness["port"]], readiness["path"]) == 200, 30, "ratelimit /readyz 200")
         assert http_status(probe_port[liveness["port"]], liveness["path"]) == 200
         assert http_status(ports["metrics"], "/metrics") == 200
-        # The control plane sees it as the pod (its node id), in node group "ratelimit", on RLS.
+        # The control plane sees it as the pod (its node id), in node group "ratelimit", on POLICY.
         (proxy,) = [p for p in control_plane.status()["proxies"] if p["node"] == pod_name]
-        assert proxy["cluster"] == "ratelimit" and proxy["subscribed"] == ["RLS"], proxy
+        assert proxy["cluster"] == "ratelimit" and proxy["subscribed"] == ["POLICY"], proxy
 
         # A Route with a limit: the sidecar enforces it on the port Envoy is given, in Redis.
         api.kubectl("apply", "-f", "-", input=yaml.safe_dump(LIMITED_ROUTE))

@@ -27,7 +27,7 @@ from limiter.keys import counter_key
 from limiter.policies import limit_spec
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.harness.redis import RedisServer
 from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, issuer, rsa_key
 

@@ -105,7 +105,7 @@ def test_status_page_shows_a_nack_with_its_route_and_clears_it_after_the_fix(
             assert resolved.startswith("True") and "ResolvedRefs" in resolved
             assert page["nacks"] == []
             node, cluster, _protocol, subscribed, acked, _connected, state = page["services"]["ratelimit-0"]
-            assert (node, subscribed, state) == ("ratelimit-0", "RLS", "in sync") and acked.startswith("RLS ")
+            assert (node, subscribed, state) == ("ratelimit-0", "POLICY", "in sync") and acked.startswith("POLICY ")
             assert "ratelimit-0" not in page["envoys"], "an xDS client that asks for no Envoy type is a service"
 
             stack.commit_routes(

@@ -30,7 +30,7 @@ from limiter.policies import PartlyApplied
 from limiter.waiting_room_store import TURN_GRACE_MS, WaitingRoomStore
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.harness.redis import RedisServer
 from tests.integration.test_http_check_limits import issuer_authorizer, parse
 

@@ -33,8 +33,8 @@ def envoy(node: str, rds: str = "rds-2", group: str = "gateway") -> Proxy:
 
 def service(node: str) -> Proxy:
     proxy = Proxy(stream_id=hash(node) & 0xFFFF, node_id=node, group="ratelimit", protocol="sotw")
-    proxy.subscribed = {"RLS"}
-    proxy.acked = {"RLS": "p1"}
+    proxy.subscribed = {"POLICY"}
+    proxy.acked = {"POLICY": "p1"}
     return proxy
 
 
@@ -87,9 +87,9 @@ def test_a_group_is_compared_with_its_own_latest_version_and_services_never_coun
 
 def test_a_service_that_nacks_a_routes_policy_marks_that_route_rejected() -> None:
     limited, rl = route("limited"), service("ratelimit-0")
-    rl.nacked["RLS"] = Nack("ratelimit-0", "ratelimit", "RLS", "p2", "bad policy", [{"route": "default/limited", "origin": "x"}])
+    rl.nacked["POLICY"] = Nack("ratelimit-0", "ratelimit", "POLICY", "p2", "bad policy", [{"route": "default/limited", "origin": "x"}])
     table = rows(model=(limited,), proxies=[envoy("gateway-0"), rl])
-    assert table["default/limited"]["programmed"]["message"] == "ratelimit-0 NACKed RLS: bad policy"
+    assert table["default/limited"]["programmed"]["message"] == "ratelimit-0 NACKed POLICY: bad policy"
 
 
 def test_quarantined_conflicting_and_refused_objects_are_not_accepted_and_not_served() -> None:

@@ -31,7 +31,7 @@ from ext_authz.service import Authorizer
 from ext_authz.tokens.verifier import TokenVerifier
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.unit.ext_authz.revocation.fake_store import FakeStore
 from tests.unit.ext_authz.revocation.test_mirror_loop import eventually, fast_mirror
 from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, issuer, rsa_key

@@ -37,7 +37,7 @@ from servicekit.check_contract import ROUTE_HEADER
 from ext_authz.check.json_media_type import refusal
 from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.integration.test_http_check_limits import issuer_authorizer, parse
 from tests.unit.ext_authz.signing import claims, rsa_key
 

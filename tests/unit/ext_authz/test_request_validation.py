@@ -13,7 +13,7 @@ import pytest
 from control_plane.model.validation import Validation
 from control_plane.translator.validation import validation_policy
 from ext_authz.check.validation import MAX_ECHOED, Compiler, RequestRules
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 RULES = {
     "headers": [{"name": "x-client-id", "pattern": "^[a-z0-9-]{8,64}$"}],

@@ -28,7 +28,7 @@ from ext_authz.check.route_table import RouteTable
 from ext_authz.check.steps import CheckParts
 from servicekit.check_contract import ROUTE_HEADER
 from servicekit.http1_server import Request
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from ext_authz.errors import AuthzError, ForbiddenError, RevokedError, TokenError, UnavailableError
 from ext_authz.tokens.jwks import IssuerKeys
 from ext_authz.revocation.mirror import RevocationMirror

@@ -17,7 +17,7 @@ from ext_authz.errors import ForbiddenError
 from ext_authz.swap.exchange import ExchangeFailed, Exchanged, TokenExchange, parse_answer
 from ext_authz.swap.signer import SigningKeyError, UpstreamSigner
 from ext_authz.swap.tokens import SwapGrants, SwapRule, UpstreamTokens, UpstreamTokenUnavailable, swap_refusal, unavailable_parts
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.unit.ext_authz.signing import NOW, FakeClock
 
 ISS = "https://gateway.internal/"

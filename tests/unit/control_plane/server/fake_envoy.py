@@ -442,7 +442,7 @@ class FakeEnvoy:
 
 
 # What a plain-HTTP Envoy asks for (SDS only with TLS; rate-limit policies never).
-ENVOY_TYPES = tuple(kind for kind in ResourceType if kind not in (ResourceType.RATELIMIT, ResourceType.SECRET))
+ENVOY_TYPES = tuple(kind for kind in ResourceType if kind not in (ResourceType.POLICY, ResourceType.SECRET))
 """What Envoy subscribes to; rate-limit policies are for ratelimit_svc."""
 
 

@@ -13,7 +13,7 @@ Two optional side files:
   strictly (an unknown field fails the case) and turned into GatewaySettings the way the
   control plane does it; without one, the default GatewaySettings().
 
-Every case has the four Envoy kinds; `secrets` (TLS) and `ratelimits` (the policies
+Every case has the four Envoy kinds; `secrets` (TLS) and `policies` (the route policies
 ratelimit_svc receives) are written only when the case has any. Files are rendered by
 control_plane/render.py, the renderer `gatehouse render` uses. Shared with
 tests/integration/test_envoy_validate.py, which feeds the same cases to Envoy.
@@ -42,7 +42,7 @@ TESTDATA = Path(__file__).parent / "testdata"
 IN_DIR = TESTDATA / "in"
 OUT_DIR = TESTDATA / "out"
 KINDS = ("listeners", "routes", "clusters", "endpoints")
-OPTIONAL_KINDS = ("secrets", "ratelimits")
+OPTIONAL_KINDS = ("secrets", "policies")
 """Written only when the case has some: most cases have neither."""
 ENDPOINTS_SUFFIX = ".endpoints.yaml"
 SETTINGS_SUFFIX = ".settings.yaml"
@@ -102,7 +102,7 @@ class CaseResult:
             "clusters": self.translation.clusters,
             "endpoints": self.endpoints,
             "secrets": self.translation.secrets,
-            "ratelimits": self.translation.ratelimits,
+            "policies": self.translation.policies,
         }
         return by_kind[kind]
 

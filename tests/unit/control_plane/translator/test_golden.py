@@ -125,4 +125,4 @@ def test_tls_paths_in_a_settings_file_must_be_absolute(tmp_path: Path) -> None:
 def test_only_the_cases_with_secrets_or_policies_have_those_files() -> None:
     assert translate_case("hosts").kinds() == KINDS
     assert translate_case("tls").kinds() == KINDS + ("secrets",)
-    assert translate_case("ratelimit").kinds() == KINDS + ("ratelimits",)
+    assert translate_case("ratelimit").kinds() == KINDS + ("policies",)

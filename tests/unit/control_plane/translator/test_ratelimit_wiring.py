@@ -40,7 +40,7 @@ def test_serve_unlimited_serves_without_limits_and_says_so() -> None:
     assert translator.quarantined == {}
     notes = {rid: p.message for rid, p in translator.problems.items() if p.served}
     assert notes and all(m.startswith("rateLimits: not enforced") for m in notes.values())
-    assert translation.ratelimits == ()
+    assert translation.policies == ()
     entries = [e for route_entries in entries_by_route(translation).values() for e in route_entries]
     assert entries and all("rate_limits" not in e.get("route", {}) for e in entries)
     entries = [e for route_entries in entries_by_route(translation).values() for e in route_entries]

@@ -54,7 +54,7 @@ def test_over_http_the_swap_route_is_served_and_its_policy_names_the_audience() 
     routes, _ = parse_route_file(ROUTES, Origin("file", "routes.yaml"))
     translation = RouteTranslator(GatewaySettings(ext_authz=ExtAuthzSettings((("127.0.0.1", 9196),), protocol="http"))).translate(list(routes))
     assert sorted(r.id for r in translation.model) == ["legacy/billing", "shop/orders"]
-    assert {r.name for r in translation.ratelimits} == {"legacy/billing"}, "the public route has nothing to check"
+    assert {r.name for r in translation.policies} == {"legacy/billing"}, "the public route has nothing to check"
 
 
 def test_the_unavailable_mapper_matches_token_swaps_424_only() -> None:

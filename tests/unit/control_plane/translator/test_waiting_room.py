@@ -13,7 +13,7 @@ from control_plane.model import Origin, parse_route_file
 from control_plane.translator import GatewaySettings, RouteTranslator
 from control_plane.translator.ext_authz import EXT_AUTHZ_FILTER, PUBLIC_LIMITS_FILTER, ExtAuthzSettings
 from control_plane.translator.settings import RateLimitSettings
-from servicekit.protos.gatehouse.ratelimit.v1 import policy_pb2
+from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.unit.control_plane.translator.envoy_data import entries_by_route
 
 ROUTES = """\
@@ -69,7 +69,7 @@ def test_a_public_room_is_checked_by_the_fail_closed_filter_with_its_limits() ->
     assert PUBLIC_LIMITS_FILTER not in per_filter, "the fail-open second one stays off"
     assert "rate_limits" not in entry["route"], "its limits are decided in the same check"
     assert "x-gatehouse-ticket" in entry["request_headers_to_remove"]
-    [policy] = [policy_pb2.RoutePolicy.FromString(r.body) for r in translation.ratelimits if r.name == "shop/launch"]
+    [policy] = [policy_pb2.RoutePolicy.FromString(r.body) for r in translation.policies if r.name == "shop/launch"]
     assert policy.auth.public and [limit.key for limit in policy.limits] == ["ip"]
     assert (policy.waiting_room.admit_per_second, policy.waiting_room.max_waiting) == (50, 500)
     assert (policy.waiting_room.ticket_ttl_ms, policy.waiting_room.on_store_failure) == (20_000, "open")

@@ -63,6 +63,10 @@ class Authorizer:
         self._clock = clock
         self._identities: dict[tuple[bytes, str], tuple[dict[str, str], list[str]]] = {}
 
+    def now(self) -> float:
+        """The clock revocation is judged by; the token-age step reads the same one."""
+        return self._clock()
+
     async def decide(self, headers: Mapping[str, str], extensions: Mapping[str, str]) -> tuple[dict[str, str], Any]:
         token = await self._verifier.verify(headers.get("authorization"))
         try:

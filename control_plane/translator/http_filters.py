@@ -29,6 +29,7 @@ from control_plane.translator.route_identity import RouteIdentity
 from control_plane.translator.router import Router
 from control_plane.translator.shields import AccessList, RouteShield
 from control_plane.translator.tls import Hsts
+from control_plane.translator.token_age import TokenAge
 from control_plane.translator.tracing import Tracing
 from control_plane.translator.waiting_room import WaitingRoomFeature
 from control_plane.translator.validation import RequestValidation
@@ -72,6 +73,8 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     WaitingRoomFeature(),
     # Not a filter either: refuses API keys no check would read; keeps the key from the upstream.
     ApiKeysFeature(),
+    # Not a filter: a token's maximum age, decided in the HTTP check.
+    TokenAge(),
     # With the access log on, the checks' latencies for its event (latency_stamps): one
     # stamp after the ext_authz filters, one after the ratelimit filter.
     AuthStamp(),

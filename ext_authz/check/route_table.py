@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from ext_authz.check.credential import Credential
 from ext_authz.check.steps import CheckParts, LimitsAfterCredential, LimitsBeforeCredential, Refused, Step
+from ext_authz.check.token_age import TokenAge
 from ext_authz.check.token_swap import TokenSwapStep
 from ext_authz.check.validation import ValidationStep
 from ext_authz.check.waiting_room import WaitingRoomStep
@@ -27,7 +28,7 @@ from limiter.engine import Limiter
 from limiter.policies import PartlyApplied, PolicySource
 from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
-STEP_ORDER = (LimitsBeforeCredential, Credential, LimitsAfterCredential, ValidationStep, WaitingRoomStep, TokenSwapStep)
+STEP_ORDER = (LimitsBeforeCredential, Credential, TokenAge, LimitsAfterCredential, ValidationStep, WaitingRoomStep, TokenSwapStep)
 """The order a request meets its route's steps: limits that do not depend on the caller
 (so a client guessing tokens is limited too), the credential, ``user`` limits, validation
 (after the caller passed, so a caller denied learns nothing of the rules), the waiting room

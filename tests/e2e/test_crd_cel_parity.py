@@ -250,6 +250,23 @@ TABLE: list[Rule] = [
                   {"auth": {"upstreamToken": {"audience": "legacy"}}}],
     ),
     rule(
+        "max-token-age-public", "spec.auth", "maxTokenAge: a public route (required: false) checks no token",
+        refused=[{"auth": {"required": False, "maxTokenAge": "5m"}}],
+        accepted=[{"auth": {"required": True, "maxTokenAge": "5m"}}, {"auth": {"maxTokenAge": "5m"}}],
+    ),
+    rule(
+        "max-token-age-keys", "spec.auth",
+        "maxTokenAge: bounds a token's age, and an API key has none; serve API keys on another route",
+        refused=[{"auth": {"apiKeys": True, "maxTokenAge": "5m"}}],
+        accepted=[{"auth": {"apiKeys": False, "maxTokenAge": "5m"}}, {"auth": {"apiKeys": True}}],
+    ),
+    rule(
+        "max-token-age-bounds", "spec.auth", "maxTokenAge must be from 1s to 24h",
+        refused=[Refused({"auth": {"maxTokenAge": "999ms"}}, "maxTokenAge (999ms) must be from 1s to 24h"),
+                 Refused({"auth": {"maxTokenAge": "24h1ms"}}, "maxTokenAge (86400001ms) must be from 1s to 24h")],
+        accepted=[{"auth": {"maxTokenAge": "1s"}}, {"auth": {"maxTokenAge": "24h"}}],
+    ),
+    rule(
         "consumers-listed", "spec.auth.consumers", "list consumers in allow or deny",
         refused=[{"auth": {"apiKeys": True, "consumers": {}}},
                  {"auth": {"apiKeys": True, "consumers": {"allow": [], "deny": []}}}],

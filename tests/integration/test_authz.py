@@ -31,6 +31,7 @@ ROUTES = [
         },
     ),
     route_doc("admin", {"match": {"pathPrefix": "/admin"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"roles": ["admin"]}}),
+    route_doc("payments", {"match": {"pathPrefix": "/payments"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"maxTokenAge": "5m"}}),
     route_doc("public", {"match": {"pathPrefix": "/public"}, "backends": [{"service": "svc-b", "port": 8080}], "auth": {"required": False}}),
     route_doc(
         "retired",
@@ -260,6 +261,24 @@ def test_a_client_cannot_choose_the_route_whose_rules_apply(make_stack: StackFac
         reply = stack.get("/admin", headers={**bearer(issuer.token("root", role="admin")), "x-gatehouse-route": "default/public"})
         assert reply.status == 200
         assert "x-gatehouse-route" not in reply.json()["headers"], "the route's name was for the check, not the upstream"
+    finally:
+        for service in services:
+            service.stop()
+
+
+def test_a_route_with_max_token_age_takes_a_recent_sign_in_only(make_stack: StackFactory, tmp_path: Path, redis: RedisServer) -> None:
+    """auth.maxTokenAge through Envoy: a fresh token passes, one issued 6 minutes ago (still
+    unexpired) is 401 token_too_old, and other routes take it."""
+    issuer = TestIssuer()
+    stack, services = authz_stack(make_stack, tmp_path, issuer, redis, transport="http")
+    try:
+        assert stack.get("/payments/1", headers=bearer(issuer.token("alice"))).status == 200
+        issued = int(time.time()) - 360
+        old = issuer.token("alice", iat=issued, nbf=issued, scope="orders:read")
+        reply = stack.get("/payments/1", headers=bearer(old))
+        assert reply.status == 401 and reply.json()["error"]["reason"] == "token_too_old", reply.body
+        assert old not in reply.body.decode()
+        assert stack.get("/orders/1", headers=bearer(old)).status == 200, "only the bounded route asks for a recent sign-in"
     finally:
         for service in services:
             service.stop()

@@ -99,10 +99,11 @@ def test_status_page_shows_a_nack_with_its_route_and_clears_it_after_the_fix(
             name, kind, serving, routes, last_sync, _details, problems = page["sources"]["routes"]
             assert (name, kind, serving, routes, problems) == ("routes", "git", first[:12], "1", "ok")
             assert last_sync.endswith("s ago"), last_sync
-            route, origin, accepted, programmed, resolved = page["routes"]["default/a"]
+            route, origin, accepted, programmed, resolved, enforced = page["routes"]["default/a"]
             assert origin.startswith("git:routes/a.yaml:1@" + first[:12]) and accepted.startswith("True")
             assert programmed.startswith("True") and "Programmed" in programmed
             assert resolved.startswith("True") and "ResolvedRefs" in resolved
+            assert enforced.startswith("True") and "Enforced" in enforced
             assert page["nacks"] == []
             node, cluster, _protocol, subscribed, acked, _connected, state = page["services"]["ratelimit-0"]
             assert (node, subscribed, state) == ("ratelimit-0", "POLICY", "in sync") and acked.startswith("POLICY ")
@@ -194,7 +195,7 @@ def test_a_route_without_its_reference_grant_shows_resolved_refs_false(browser: 
     with screenshot_on_failure(browser, tmp_path):
         browser.get(stack.control_plane.admin_url + "/?refresh=0.5")
         page = wait_page(browser, lambda p: "evil/steal" in p["routes"], "the row of evil/steal")
-        _, origin, accepted, programmed, resolved = page["routes"]["evil/steal"]
+        _, origin, accepted, programmed, resolved, _enforced = page["routes"]["evil/steal"]
         assert origin.startswith("git:routes/a.yaml:") and accepted.startswith("True")
         assert programmed.startswith("False") and "NotServing" in programmed
         assert resolved.startswith("False") and "RefNotPermitted" in resolved

@@ -17,9 +17,9 @@
      ├── CredentialError            ValueError too: the admin credential, or its file, is unusable
      │                              (``origin``: the file or variable; ``reason``)
      ├── SigningKeyError            ValueError too: token swap's signing key file is unusable
-     │                              (the file and why, never the key; upstream_signer.py)
+     │                              (the file and why, never the key; swap/signer.py)
      └── ExchangeFailed             an RFC 8693 exchange gave no usable token (the URL and
-                                    ``reason``; token_exchange.py); the client gets 503
+                                    ``reason``; swap/exchange.py); the client gets 503
 
 ``reason`` is a short machine code for logs and metrics (``expired``, ``bad_signature``,
 ``timeout``...), except on InvalidEntry and CredentialError, where it is the rule broken,

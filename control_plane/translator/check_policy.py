@@ -3,9 +3,11 @@
 The plan (``check_plan``) says whether an HTTP check is asked about the route. If so, each
 feature writes what the check needs of it into the one message (``HttpFeature.check_policy``):
 ext_authz the requirements (or ``auth.public``), the rate limits their limits when that
-call decides them, API keys, token swap, validation and the waiting room their rules. A
-new feature the check decides is its model, its translator module (this hook and its
-``refusals``), its step in the check (``ext_authz/check/http_check.py``) and its tests.
+call decides them, API keys, token swap, validation, the waiting room and the token-age
+bound their rules. A new feature the check decides is its model, its policy field, its
+translator module (this hook and its ``refusals``), its step in the check (a module in
+``ext_authz/check/`` and its place in ``route_table.STEP_ORDER``) and its tests: the whole
+list, by file, is docs/architecture.md, "Adding a route feature".
 """
 
 from __future__ import annotations

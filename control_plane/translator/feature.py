@@ -3,8 +3,10 @@
 Each feature module (``ext_authz``, ``ratelimit``, ``shields``, ...) holds one class that
 implements ``HttpFeature``; ``http_filters.HTTP_FEATURES`` lists them in filter-chain
 order. The listener, the route entries and the pipeline loop over that list and never
-name a feature, so a new feature is one module and one line in the list (as Envoy
-Gateway's ``internal/xds/translator/httpfilters.go`` registers its filters).
+name a feature, so on the translator's side a new feature is its class, in its feature's
+module, and its line (with its import) in the list (as Envoy Gateway's
+``internal/xds/translator/httpfilters.go`` registers its filters). Everything else a feature touches (its model, its policy field, its check step,
+docs, tests) is listed in docs/architecture.md, "Adding a route feature".
 
 A hook a feature does not need keeps the default below (contributes nothing), so a
 feature class states only what it does. Every hook is a pure function of the route and

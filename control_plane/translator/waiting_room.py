@@ -1,11 +1,11 @@
 """A route's waiting room: decided in the lean HTTP check (docs/waiting-room.md).
 
 Nothing of its own in Envoy's chain: the room travels in the route's ``RoutePolicy``
-(``waiting_room``, built here, added by ``ext_authz.http_route_policy``); a public route
-with a room is checked by the first ext_authz filter, fail-closed (``extAuthz.failOpen``),
-with ``auth.public`` in its policy, not by the fail-open second one (a room that failed
-open under a crowd would admit the crowd; ``ratelimit.decided_by_authz``); the check's 429 with ``x-gatehouse-waiting-room`` becomes the client's 503 in
-``local_replies``. A room that this gateway cannot decide (no HTTP check, or a check without a ticket
+(``waiting_room``, written here by ``check_policy``); a public route with a room is checked
+by the first ext_authz filter, fail-closed (``extAuthz.failOpen``), with ``auth.public`` in
+its policy, not by the fail-open second one (a room that failed open under a crowd would
+admit the crowd; ``check_plan``); the check's 429 with ``x-gatehouse-waiting-room``
+becomes the client's 503 in ``local_replies``. A room that this gateway cannot decide (no HTTP check, or a check without a ticket
 key) refuses the route: serving it without its room would let every request through.
 """
 

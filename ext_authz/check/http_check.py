@@ -10,8 +10,9 @@ requirements and limits come from the control plane over xDS (``RoutePolicy`` wi
 Per request, the route's steps run in order (``route_table.STEP_ORDER``; each step's
 module says what it decides and whether its denial gives back the limit hits counted
 before it): limits that do not depend on the caller (``steps``), the credential, a token
-or an API key (``credential``), ``user`` limits, validation (``validation``), the waiting
-room (``waiting_room``), token swap (``token_swap``). A public route's policy
+or an API key (``credential``), the token's age (``token_age``), ``user`` limits,
+validation (``validation``), the waiting room (``waiting_room``), token swap
+(``token_swap``). A public route's policy
 (``auth.public``) has no credential step: no token is read, no identity returned, ``user``
 limits never apply.
 

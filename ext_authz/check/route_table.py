@@ -30,7 +30,8 @@ from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
 STEP_ORDER = (LimitsBeforeCredential, Credential, TokenAge, LimitsAfterCredential, ValidationStep, WaitingRoomStep, TokenSwapStep)
 """The order a request meets its route's steps: limits that do not depend on the caller
-(so a client guessing tokens is limited too), the credential, ``user`` limits, validation
+(so a client guessing tokens is limited too), the credential, the token's age
+(``auth.maxTokenAge``), ``user`` limits, validation
 (after the caller passed, so a caller denied learns nothing of the rules), the waiting room
 (once everything else passed), token swap (last: its token is for a request that will go)."""
 

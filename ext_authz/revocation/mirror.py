@@ -1,18 +1,18 @@
 """Revoked tokens and blocked subjects: one instance's mirror of Redis, checked with no round trip.
 
 Every ext_authz instance keeps both sets in memory (``RevocationSet``,
-``revocation_set.py``), fed by the pub/sub channel (a write reaches every instance within
+``entries.py``), fed by the pub/sub channel (a write reaches every instance within
 milliseconds) and repaired by a full SCAN every ``resyncInterval`` plus after every
-(re)subscription. The Redis layout is documented in ``revocation_store.py``.
+(re)subscription. The Redis layout is documented in ``store.py``.
 
 This module is the I/O loop: subscribe, resync, listen, PING every ``heartbeat``. Any
 failure (a dropped connection, a missed pong, a failed scan, a timeout) makes the mirror
 *degraded*; it then reconnects with exponential back-off (with jitter, up to
 ``max_backoff``), resubscribes, resyncs, and is in sync again: no restart needed. What a
-check answers meanwhile, per ``revocation.onUnavailable``, is ``revocation_policy.py``.
+check answers meanwhile, per ``revocation.onUnavailable``, is ``policy.py``.
 
 The admin side writes through the mirror (``revoke``/``block``/``unblock``, validated by
-``admin_input.py``): Redis first, then the local mirror at once.
+``ext_authz/admin/inputs.py``): Redis first, then the local mirror at once.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class RevocationMirror:
     # ---- the hot path --------------------------------------------------------------
 
     def check(self, jti: str | None, subject: str, now: float) -> Verdict:
-        """Synchronous, no I/O: see ``revocation_policy.py`` for the exact semantics."""
+        """Synchronous, no I/O: see ``policy.py`` for the exact semantics."""
         return self._state.check(jti, subject, now)
 
     def enforce(self, jti: str | None, subject: str, now: float) -> None:

@@ -1,7 +1,7 @@
 """Freshness and the ``revocation.onUnavailable`` policy: what a check answers, given what
 the mirror holds and how recently it was known to be in sync. Pure: every method takes
 ``now`` (Unix seconds), so tests drive the clock; the I/O that feeds it is
-``revocation_mirror.py``.
+``mirror.py``.
 
 The mirror is *in sync* while its subscription is confirmed alive (a PING on the
 subscription connection answered at least every ``heartbeat``) and its last resync

@@ -17,9 +17,9 @@ Every write is one MULTI/EXEC transaction: the SET (or DEL) and its PUBLISH. Eve
 call is bounded by ``timeout``; failures of any kind surface as ``StoreUnavailable``
 (``errors.py``; mapped from redis and socket errors in ``error_mapping.py``).
 
-The mirror (``revocation_mirror.py``) depends only on the ``RevocationStore`` and
+The mirror (``mirror.py``) depends only on the ``RevocationStore`` and
 ``Subscription`` protocols; ``RedisRevocationStore`` is the one real implementation. The
-values stored and sent (``Entry``, ``Change``) are ``revocation_set.py``'s.
+values stored and sent (``Entry``, ``Change``) are ``entries.py``'s.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 named for it. Each failed before its fix (the note of the issue says which commit).
 
 Holes 5 (validation bypasses) and 7 (the admin port) have their own files
-(test_request_validation_envoy.py, test_admin_guard.py); 9 (cross-namespace backends) is in
+(test_request_validation_envoy.py, test_admin_access.py); 9 (cross-namespace backends) is in
 test_reference_grants_git.py and tests/e2e/test_kubernetes_routes.py.
 """
 

@@ -9,7 +9,8 @@ Two optional side files:
   openFor: 30.2}`), translated at a fixed wall clock (BREAKER_CLOCK) so Retry-After is
   stable; without one, every breaker is CLOSED;
 - `in/<case>.settings.yaml`: the gateway the routes are translated for, written as in the
-  control plane's config file (`gateway`, `extAuthz`, `rateLimit`, `accessLog`), loaded
+  control plane's config file (`gateway`, `extAuthz`, `rateLimit`, `accessLog`,
+  `tracing`), loaded
   strictly (an unknown field fails the case) and turned into GatewaySettings the way the
   control plane does it; without one, the default GatewaySettings().
 

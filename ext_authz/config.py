@@ -49,7 +49,6 @@ from servicekit.audit_output import AuditOutput
 from ext_authz.swap.config import UpstreamTokens
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
-IDENTITY_HEADERS = ("x-user-id", "x-user-role", "x-scope")
 
 
 class JwksCache(Model):

@@ -6,14 +6,12 @@ The audit sink every service shares lives in the kernel (servicekit/audit_kafka.
 
 from __future__ import annotations
 
-from telemetry.access_event import REQUEST_HEADERS, RESPONSE_HEADERS, encode_access_event
+from telemetry.access_event import encode_access_event
 from telemetry.buffer import EventBuffer
 from telemetry.config import TelemetryConfig, load_telemetry_config
 
 __all__ = [
     "EventBuffer",
-    "REQUEST_HEADERS",
-    "RESPONSE_HEADERS",
     "TelemetryConfig",
     "encode_access_event",
     "load_telemetry_config",

@@ -7,7 +7,7 @@ that is not a pure addition.
 
 Headers read from ``request_headers`` / ``response_headers`` exist only if Envoy's
 ``http_grpc`` logger lists them (``additional_request_headers_to_log`` and
-``additional_response_headers_to_log``): see ``REQUEST_HEADERS`` and ``RESPONSE_HEADERS``.
+``additional_response_headers_to_log``): see ``servicekit/access_log_contract.py``.
 """
 
 from __future__ import annotations
@@ -19,15 +19,12 @@ from typing import Any, Final
 from envoy.data.accesslog.v3 import accesslog_pb2
 from google.protobuf import wrappers_pb2
 
+from servicekit.check_contract import USER_ID_HEADER
 from servicekit.kafka import SCHEMA_VERSION
 from telemetry.response_flags import short_codes
 
 ACCESS_TYPE: Final = "access"
 
-REQUEST_HEADERS: Final = ("x-user-id", "traceparent", "x-b3-traceid")
-"""``additional_request_headers_to_log`` the event needs (x-request-id and user-agent are built-in fields)."""
-RESPONSE_HEADERS: Final = ("x-ratelimit-remaining",)
-"""``additional_response_headers_to_log`` the event needs."""
 
 _METHODS: Final = {
     value.number: value.name
@@ -162,7 +159,7 @@ def access_event_dict(entry: accesslog_pb2.HTTPAccessLogEntry) -> dict[str, Any]
         "method": _METHODS.get(request.request_method),
         "path": request.path or None,
         "status": response.response_code.value if response.HasField("response_code") else None,
-        "user_id": request_headers.get("x-user-id") or None,
+        "user_id": request_headers.get(USER_ID_HEADER) or None,
         "client_ip": common.downstream_remote_address.socket_address.address or None,
         "user_agent": request.user_agent or None,
         "route": common.route_name or None,

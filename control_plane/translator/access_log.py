@@ -14,16 +14,13 @@ from control_plane.translator.latency_stamps import STAMP_KEYS
 from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import AccessLogSettings as AccessLogSettings
 from control_plane.translator.settings import GatewaySettings
+from servicekit.access_log_contract import LOGGED_REQUEST_HEADERS, LOGGED_RESPONSE_HEADERS
 from servicekit.durations import format_duration_ms
 
 ACCESS_LOG_CLUSTER = "gatehouse_access_log"
 ACCESS_LOGGER = "envoy.access_loggers.http_grpc"
 ACCESS_LOG_TYPE = "type.googleapis.com/envoy.extensions.access_loggers.grpc.v3.HttpGrpcAccessLogConfig"
 LOG_NAME = "gatehouse"
-REQUEST_HEADERS = ("x-user-id", "traceparent", "x-b3-traceid")
-"""Beyond Envoy's standard fields: the verified user (set by ext_authz after the client's
-copy was stripped) and the trace id."""
-RESPONSE_HEADERS = ("x-ratelimit-remaining",)
 
 
 def access_log(settings: AccessLogSettings) -> dict[str, Any]:
@@ -41,8 +38,8 @@ def access_log(settings: AccessLogSettings) -> dict[str, Any]:
                 # The checks' latencies (latency_stamps); absent keys are not sent.
                 "filter_state_objects_to_log": list(STAMP_KEYS),
             },
-            "additional_request_headers_to_log": list(REQUEST_HEADERS),
-            "additional_response_headers_to_log": list(RESPONSE_HEADERS),
+            "additional_request_headers_to_log": list(LOGGED_REQUEST_HEADERS),
+            "additional_response_headers_to_log": list(LOGGED_RESPONSE_HEADERS),
         },
     }
 

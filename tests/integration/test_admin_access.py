@@ -32,7 +32,7 @@ from tests.harness.route_repo import route_doc
 from tests.integration.conftest import StackFactory
 from tests.integration.test_status_page import wait_page
 
-ROUTES = {"r.yaml": [route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": [{"service": "svc-a", "port": 8080}]})]}
+ROUTES = {"r.yaml": [route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": [{"service": "svc-a", "port": 8080}]})]}
 READ_CREDENTIAL = "read-" + "r" * 27
 
 

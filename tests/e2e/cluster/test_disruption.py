@@ -95,8 +95,11 @@ def test_a_killed_ext_authz_is_restarted_and_refuses_meanwhile(kube: KubeSession
     finally:
         stop.set()
         sender.join(30)
-    statuses = [s for t, s in answers if t >= killed_at]
-    print(f"after the kill: {len(statuses)} answers, {dict((s, statuses.count(s)) for s in set(statuses))}")
+    after_kill = [(t, s) for t, s in answers if t >= killed_at]
+    statuses = [s for _, s in after_kill]
+    refusals = [t for t, s in after_kill if s != 200]
+    outage = f"{refusals[-1] - refusals[0]:.1f}s" if refusals else "none"
+    print(f"after the kill: {len(statuses)} answers, {dict((s, statuses.count(s)) for s in set(statuses))}, refused for {outage}")
     refused = [i for i, s in enumerate(statuses) if s != 200]
     assert refused, "no request was refused while ext_authz was down"
     assert set(statuses[i] for i in refused) <= {403, 503}, statuses

@@ -153,7 +153,10 @@ class Cluster:
         service accounts exist. A failure leaves the state for ``down`` (and raises)."""
         start = time.monotonic()
         if self.running():
-            say(f"cluster {self.layout.name}: already up")
+            say(f"cluster {self.layout.name}: already up; images rebuilt if their sources changed")
+            self.images = images.build_all(self.layout.logs / "image-build.log")
+            images.import_into(self.layout.containerd_socket, list(self.images.values()))
+            self._record(images={name: image.reference for name, image in self.images.items()})
             return
         if self.exists():
             say(f"cluster {self.layout.name}: removing what an earlier run left")

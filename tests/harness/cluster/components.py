@@ -60,15 +60,26 @@ def apiserver_argv(cluster: layout.Layout, tools: Tools, pki: Pki) -> list[str]:
     ]
 
 
-def controller_manager_argv(cluster: layout.Layout, tools: Tools, pki: Pki) -> list[str]:
-    kubeconfig = pki.kubeconfig("controller-manager")
+def _control_loop_flags(cluster: layout.Layout, pki: Pki, identity: str) -> list[str]:
+    """What the controller manager and the scheduler share: their identity's kubeconfig
+    (also for checking callers of their own HTTPS endpoint, on the namespace's loopback)."""
+    kubeconfig = pki.kubeconfig(identity)
     return [
-        tools.kube_controller_manager,
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
         "--bind-address=127.0.0.1",
-        f"--cert-dir={cluster.pki / 'controller-manager-generated'}",
+        f"--cert-dir={cluster.pki / f'{identity}-generated'}",
+        "--leader-elect=false",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def controller_manager_argv(cluster: layout.Layout, tools: Tools, pki: Pki) -> list[str]:
+    return [
+        tools.kube_controller_manager,
+        *_control_loop_flags(cluster, pki, "controller-manager"),
         f"--cluster-cidr={layout.POD_CIDR}",
         "--allocate-node-cidrs=true",
         "--node-cidr-mask-size=24",
@@ -79,25 +90,11 @@ def controller_manager_argv(cluster: layout.Layout, tools: Tools, pki: Pki) -> l
         f"--service-account-private-key-file={pki.path('sa.key')}",
         # Each controller with its own service account, as kubeadm runs it.
         "--use-service-account-credentials=true",
-        "--leader-elect=false",
-        "--profiling=false",
-        "--v=1",
     ]
 
 
 def scheduler_argv(cluster: layout.Layout, tools: Tools, pki: Pki) -> list[str]:
-    kubeconfig = pki.kubeconfig("scheduler")
-    return [
-        tools.kube_scheduler,
-        f"--kubeconfig={kubeconfig}",
-        f"--authentication-kubeconfig={kubeconfig}",
-        f"--authorization-kubeconfig={kubeconfig}",
-        "--bind-address=127.0.0.1",
-        f"--cert-dir={cluster.pki / 'scheduler-generated'}",
-        "--leader-elect=false",
-        "--profiling=false",
-        "--v=1",
-    ]
+    return [tools.kube_scheduler, *_control_loop_flags(cluster, pki, "scheduler")]
 
 
 def write_containerd_config(cluster: layout.Layout, pause_image: str) -> Path:

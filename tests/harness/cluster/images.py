@@ -222,7 +222,12 @@ def build_all(log: Path) -> dict[str, Image]:
 
 
 def import_into(containerd_socket: Path, images: list[Image]) -> None:
-    """``ctr images import`` of each archive into the k8s.io namespace (what the kubelet sees)."""
+    """``ctr images import`` of each archive into the k8s.io namespace (what the kubelet
+    sees), unless containerd has that reference already (the tag is the image id's prefix)."""
+    ctr = ["ctr", "--address", str(containerd_socket), "--namespace", "k8s.io"]
+    present = set(_run([*ctr, "images", "ls", "--quiet"], "ctr images ls").split())
     for image in images:
+        if image.reference in present:
+            continue
         _run(["ctr", "--address", str(containerd_socket), "--namespace", "k8s.io", "images", "import", str(image.archive)],
              f"ctr images import {image.archive.name}")

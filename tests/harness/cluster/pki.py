@@ -69,6 +69,12 @@ def _name(common_name: str, groups: tuple[str, ...] = ()) -> x509.Name:
     ])
 
 
+def _key_usage(*, key_cert_sign: bool = False, crl_sign: bool = False, key_encipherment: bool = False) -> x509.KeyUsage:
+    """digitalSignature plus the given usages."""
+    return x509.KeyUsage(digital_signature=True, key_cert_sign=key_cert_sign, crl_sign=crl_sign, key_encipherment=key_encipherment,
+                         content_commitment=False, data_encipherment=False, key_agreement=False, encipher_only=False, decipher_only=False)
+
+
 def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
@@ -113,9 +119,7 @@ class Pki:
         ca = (
             _builder(ca_name, ca_name, ca_key.public_key())
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                         key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
             .sign(ca_key, hashes.SHA256())
         )
         _write_key(self.path("ca.key"), ca_key)
@@ -126,9 +130,7 @@ class Pki:
             builder = (
                 _builder(subject, ca_name, key.public_key())
                 .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=True, key_cert_sign=False, crl_sign=False,
-                                             content_commitment=False, data_encipherment=False, key_agreement=False,
-                                             encipher_only=False, decipher_only=False), critical=True)
+                .add_extension(_key_usage(key_encipherment=True), critical=True)
                 .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             )
             if sans:

@@ -103,9 +103,11 @@ def down(cluster: layout.Layout, log: bool = True) -> list[str]:
             directory.rmdir()
         except OSError as exc:
             leftovers.append(f"cgroup {directory}: {exc.strerror}")
+    lap("cgroups removed")
     network.remove(cluster)
     if network.exists(cluster):
         leftovers.append(f"network namespace {cluster.netns}")
+    lap("namespace removed")
     logs = Path("/var/log/containers")
     if logs.is_dir():
         for link in logs.iterdir():
@@ -129,6 +131,7 @@ def down(cluster: layout.Layout, log: bool = True) -> list[str]:
         shutil.rmtree(cluster.state, ignore_errors=True)
         if cluster.state.exists():
             leftovers.append(f"state directory {cluster.state}")
+        lap("state directory removed")
     with contextlib.suppress(OSError):
         cluster.state.parent.rmdir()  # the state root, when no other cluster uses it
     return leftovers

@@ -1,7 +1,7 @@
 # The two commands the README opens with: `make dev` and `make test`.
 # `make dev` installs only what the dev stack runs (scripts/setup dev); `make test` and
 # the other targets install the test tools too (scripts/setup test), as CI does.
-.PHONY: setup setup-dev setup-test dev test typecheck lint unit integration bench
+.PHONY: setup setup-dev setup-test dev test typecheck lint unit integration bench cluster cluster-down
 
 # Extra arguments for `gatehouse dev`, e.g. `make dev DEV_ARGS=--check`.
 DEV_ARGS ?=
@@ -32,6 +32,14 @@ unit: setup-test
 
 integration: setup-test
 	.venv/bin/pytest -q tests/integration tests/e2e
+
+# A single-node Kubernetes cluster in a network namespace of its own, the image built from
+# the Dockerfile, the chart installed and examples/k8s/ applied (docs/cluster.md).
+cluster: setup-test
+	scripts/cluster up
+
+cluster-down:
+	scripts/cluster down
 
 bench: setup-test
 	.venv/bin/python -m bench.propagation

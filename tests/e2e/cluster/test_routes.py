@@ -9,7 +9,6 @@ import re
 import time
 from collections import Counter
 
-import pytest
 
 from tests.e2e.cluster.conftest import KubeSession, unique, wait_for
 

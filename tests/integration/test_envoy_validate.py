@@ -30,6 +30,7 @@ from control_plane.sources.static_endpoints import StaticEndpointTable, parse_en
 from control_plane.translator.access_log import AccessLogSettings
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from tests.harness.envoy import envoy_binary, validate_config, write_bootstrap
+from tests.harness.static_bootstrap import static_bootstrap
 from tests.unit.control_plane.translator.golden import CaseResult, case_names, translate_case
 from tests.unit.control_plane.translator.test_tls import write_self_signed
 from tests.unit.control_plane.translator.route_generator import route_documents
@@ -37,39 +38,6 @@ from tests.unit.control_plane.translator.route_generator import route_documents
 pytestmark = pytest.mark.envoy
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PLACEHOLDER_ENDPOINT = {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 1}}}}
-
-
-def static_bootstrap(
-    listeners: list[dict[str, Any]],
-    route_configs: list[dict[str, Any]],
-    clusters: list[dict[str, Any]],
-    assignments: list[dict[str, Any]],
-) -> dict[str, Any]:
-    [listener] = copy.deepcopy(listeners)
-    [route_config] = copy.deepcopy(route_configs)
-    route_config["validate_clusters"] = True
-    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    assert hcm["rds"]["route_config_name"] == route_config["name"], "the listener asks for this RouteConfiguration"
-    del hcm["rds"]
-    hcm["route_config"] = route_config
-    by_cluster = {a["cluster_name"]: a for a in assignments}
-    static_clusters = []
-    for data in copy.deepcopy(clusters):
-        if "eds_cluster_config" not in data:
-            # A service of Gatehouse's own: its addresses are in the cluster already.
-            assert data["type"] == "STRICT_DNS" and data["load_assignment"]["endpoints"], data["name"]
-            static_clusters.append(data)
-            continue
-        assert data.pop("type") == "EDS" and "ads" in data.pop("eds_cluster_config")["eds_config"]
-        assignment = by_cluster.pop(data["name"])
-        if not assignment.get("endpoints"):
-            assignment["endpoints"] = [{"lb_endpoints": [PLACEHOLDER_ENDPOINT]}]
-        static_clusters.append({**data, "type": "STATIC", "load_assignment": assignment})
-    assert by_cluster == {}, f"EDS resources without a cluster: {sorted(by_cluster)}"
-    return {"static_resources": {"listeners": [listener], "clusters": static_clusters}}
-
-
 def with_static_secrets(bootstrap: dict[str, Any], secrets: list[dict[str, Any]], certs: Path) -> dict[str, Any]:
     """The listener's SDS secrets as static ones (no ADS here): the same Secret messages,
     looked up by name, with their files replaced by a real certificate and key."""

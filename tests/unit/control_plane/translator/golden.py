@@ -18,6 +18,11 @@ Every case has the four Envoy kinds; `secrets` (TLS) and `policies` (the route p
 ratelimit_svc receives) are written only when the case has any. Files are rendered by
 control_plane/render.py, the renderer `gatehouse render` uses. Shared with
 tests/integration/test_envoy_validate.py, which feeds the same cases to Envoy.
+
+Listeners are written once in full, in `out/_shared.listeners.yaml` (the default gateway's:
+every listener carries the whole filter chain), and per case as a delta from it
+(golden_delta.py): a change to the shared chain rewrites that one file, a change to one
+case's listener that case's file.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from control_plane.render import resource_data, to_yaml
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator, Translation
 from control_plane.translator.from_config import gateway_settings
+from tests.unit.control_plane.translator.golden_delta import delta
 from servicekit.config_file import load_config_file
 from servicekit.model import Model
 
@@ -49,6 +55,11 @@ ENDPOINTS_SUFFIX = ".endpoints.yaml"
 SETTINGS_SUFFIX = ".settings.yaml"
 BREAKERS_SUFFIX = ".breakers.yaml"
 BREAKER_CLOCK = 1_000_000.0
+SHARED = "_shared"
+"""The name of the shared golden files (no case has it: a case name comes from ``in/``)."""
+DELTA_KINDS = ("listeners",)
+"""Kinds written per case as a delta from the shared file of that kind."""
+DELTA_HEADER = "# A delta from {shared}: see tests/unit/control_plane/translator/golden_delta.py\n"
 
 
 class CaseSettings(Model):
@@ -117,6 +128,15 @@ class CaseResult:
     def rendered(self, kind: str) -> str:
         return to_yaml(self.data(kind))
 
+    def golden(self, kind: str, shared: CaseResult) -> str:
+        """The text of the case's golden file: in full, or for DELTA_KINDS as a delta
+        from ``shared`` (the translator's current ``shared_result()``, not the shared file:
+        a change to the shared output then changes the shared file alone)."""
+        if kind not in DELTA_KINDS:
+            return self.rendered(kind)
+        header = DELTA_HEADER.format(shared=expected_path(SHARED, kind).name)
+        return header + to_yaml(delta(self.data(kind), shared.data(kind)))
+
 
 def case_settings(case: str) -> GatewaySettings:
     path = IN_DIR / f"{case}{SETTINGS_SUFFIX}"
@@ -151,8 +171,17 @@ def translate_case(case: str) -> CaseResult:
     return CaseResult(translation, tuple(endpoints))
 
 
+def shared_result() -> CaseResult:
+    """What the shared golden files hold: a gateway with the default settings and no routes.
+    Its listener is every case's but for what the case's settings add (the chain does not
+    depend on the routes)."""
+    translation = RouteTranslator(GatewaySettings(), clock=lambda: BREAKER_CLOCK).translate([], {})
+    return CaseResult(translation, ())
+
+
 def stale_outputs() -> list[Path]:
     """Expected files that no case produces (no input, an unknown kind, or an optional
     kind the case no longer has)."""
     wanted = {expected_path(case, kind) for case in case_names() for kind in translate_case(case).kinds()}
+    wanted |= {expected_path(SHARED, kind) for kind in DELTA_KINDS}
     return sorted(path for path in OUT_DIR.glob("*") if path.is_file() and path not in wanted)

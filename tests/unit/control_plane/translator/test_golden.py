@@ -5,6 +5,13 @@
 rewrites `testdata/out/` from the current output and deletes expected files that no
 input produces any more. Without the flag, any difference fails with a unified diff.
 Every case also goes through `envoy --mode validate` (tests/integration/test_envoy_validate.py).
+
+Listeners: `_shared.listeners.yaml` holds the default gateway's listener in full
+(test_shared_golden), each `<case>.listeners.yaml` the case's listener as a delta from the
+translator's current shared listener (golden_delta.py). Both pass only if the case's whole
+listener is the one the two files describe: the delta is checked to expand back to it, so
+a change to the shared chain fails the shared file alone and a change to one case's
+listener that case alone.
 """
 
 from __future__ import annotations
@@ -18,15 +25,20 @@ from servicekit.errors import ConfigError
 from control_plane.translator import GatewaySettings
 from control_plane.translator.settings import ExtAuthzSettings, TlsSettings
 from tests.unit.control_plane.translator.golden import (
+    DELTA_KINDS,
     KINDS,
     OUT_DIR,
+    SHARED,
+    CaseResult,
     case_names,
     case_settings,
     expected_path,
     load_settings,
+    shared_result,
     stale_outputs,
     translate_case,
 )
+from tests.unit.control_plane.translator.golden_delta import delta, expand
 
 CASES = case_names()
 UPDATE_HINT = "if the change is intended, run: .venv/bin/pytest tests/unit/control_plane/translator/test_golden.py --update-golden"
@@ -40,32 +52,58 @@ def test_there_are_golden_cases() -> None:
     assert len(CASES) >= 10, CASES
 
 
+@pytest.fixture(scope="module")
+def shared() -> CaseResult:
+    return shared_result()
+
+
+def compare(path: Path, actual: str, request: pytest.FixtureRequest) -> str | None:
+    """None if ``path`` holds ``actual`` (written first with --update-golden), else why not."""
+    if updating(request):
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        if not path.exists() or path.read_text() != actual:
+            path.write_text(actual)
+        return None
+    if not path.exists():
+        return f"{path} is missing"
+    expected = path.read_text()
+    if expected == actual:
+        return None
+    diff = difflib.unified_diff(
+        expected.splitlines(keepends=True),
+        actual.splitlines(keepends=True),
+        fromfile=f"expected {path.name}",
+        tofile=f"actual {path.name}",
+    )
+    return "".join(diff)
+
+
+def fail_if(failures: list[str | None]) -> None:
+    found = [f for f in failures if f is not None]
+    if found:
+        pytest.fail("\n".join(found) + "\n" + UPDATE_HINT, pytrace=False)
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_golden(case: str, request: pytest.FixtureRequest) -> None:
+def test_golden(case: str, shared: CaseResult, request: pytest.FixtureRequest) -> None:
     result = translate_case(case)
-    failures = []
-    for kind in result.kinds():
-        actual = result.rendered(kind)
-        path = expected_path(case, kind)
-        if updating(request):
-            OUT_DIR.mkdir(parents=True, exist_ok=True)
-            if not path.exists() or path.read_text() != actual:
-                path.write_text(actual)
-            continue
-        if not path.exists():
-            failures.append(f"{path} is missing")
-            continue
-        expected = path.read_text()
-        if expected != actual:
-            diff = difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                actual.splitlines(keepends=True),
-                fromfile=f"expected {path.name}",
-                tofile=f"actual {path.name}",
-            )
-            failures.append("".join(diff))
-    if failures:
-        pytest.fail("\n".join(failures) + "\n" + UPDATE_HINT, pytrace=False)
+    for kind in DELTA_KINDS:
+        written = delta(result.data(kind), shared.data(kind))
+        assert expand(written, shared.data(kind)) == result.data(kind), f"{case}.{kind}: the delta does not give the output back"
+    fail_if([compare(expected_path(case, kind), result.golden(kind, shared), request) for kind in result.kinds()])
+
+
+def test_shared_golden(shared: CaseResult, request: pytest.FixtureRequest) -> None:
+    """What every case's delta is written against: the default gateway's listener, in full."""
+    fail_if([compare(expected_path(SHARED, kind), shared.rendered(kind), request) for kind in DELTA_KINDS])
+
+
+def test_a_case_without_settings_has_the_shared_listener(shared: CaseResult) -> None:
+    """The chain does not depend on the routes: a case with the default settings writes
+    its listener as the shared one, in one line."""
+    assert case_settings("hosts") == GatewaySettings()
+    assert translate_case("hosts").data("listeners") == shared.data("listeners")
+    assert expected_path("hosts", "listeners").read_text().splitlines()[1:] == ["- $shared: gatehouse_http"]
 
 
 def test_golden_translation_is_deterministic() -> None:

@@ -5,6 +5,7 @@ request is served through the gateway Service.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -115,20 +116,43 @@ def install_all(cluster: Cluster, say: Callable[[str], None] = print) -> None:
     status, headers, body = wait_served(cluster)
     upstream = headers.get("x-upstream") or json.loads(body).get("upstream")
     say(f"GET {EXAMPLE_PATH} through the gateway Service: {status} from {upstream}")
+    status, body = status_page(cluster)
+    if status != 200:
+        raise ChartError(f"GET {admin_url()}/status with the read credential answered {status}: {body[:200]!r}")
+    say(f"GET /status on the control plane with the read credential: {status}")
     cluster.timings["example"] = round(time.monotonic() - started, 1)
+
+
+def admin_url(release: str = RELEASE, namespace: str = NAMESPACE) -> str:
+    return f"http://{release}-control-plane.{namespace}.svc.cluster.local:19000"
+
+
+def read_credential_command(release: str = RELEASE, namespace: str = NAMESPACE) -> str:
+    """The shell command that prints the admin port's read credential (the chart's Secret)."""
+    return f"kubectl -n {namespace} get secret {release}-control-plane-admin -o jsonpath={{.data.read-credential}} | base64 -d"
+
+
+def status_page(cluster: Cluster) -> tuple[int, bytes]:
+    """The control plane's /status as the printed line asks for it: with the read credential."""
+    encoded = cluster.kubectl("-n", NAMESPACE, "get", "secret", f"{RELEASE}-control-plane-admin", "-o",
+                              "jsonpath={.data.read-credential}").stdout.strip()
+    credential = base64.b64decode(encoded).decode()
+    ip = service_ip(cluster, f"{RELEASE}-control-plane")
+    status, _, body = cluster.http(f"http://{ip}:19000/status", headers={"authorization": f"Bearer {credential}"}, timeout=5)
+    return status, body
 
 
 def instructions(cluster: Cluster) -> str:
     name = "" if cluster.layout.name == "gatehouse" else f"GATEHOUSE_CLUSTER={cluster.layout.name} "
     run = f"{name}scripts/cluster exec --"
     gateway = f"http://{RELEASE}-gateway.{NAMESPACE}.svc.cluster.local:8080"
-    admin = f"http://{RELEASE}-control-plane.{NAMESPACE}.svc.cluster.local:19000"
+    status = f"""sh -c 'curl -s -H "Authorization: Bearer $({read_credential_command()})" {admin_url()}/status'"""
     return f"""
 The cluster runs inside the network namespace {cluster.layout.netns}: reach it through
 `scripts/cluster exec -- CMD` (KUBECONFIG is set, names resolve through CoreDNS).
 
   gateway:      {run} curl -s {gateway}{EXAMPLE_PATH}
-  status page:  {run} curl -s {admin}/status
+  status:       {run} {status}
   routes:       {run} kubectl get gr -A
   pods:         {run} kubectl get pods -A
   a shell:      {run} bash

@@ -3,7 +3,9 @@
 - Probes (``/healthz``, ``/readyz``, ``/metrics``): anyone, always: the kubelet and
   Prometheus send no credential, and these show nothing of the routes.
 - Writes: ``POST /sync`` needs the operator credential (``admin.operatorCredentialFile``)
-  as ``Authorization: Bearer``; none configured is 503, a missing or wrong one 401 and an
+  as ``Authorization: Bearer``, or, with ``admin.webhookSecretFile``, a Git host's
+  ``X-Hub-Signature-256`` over the body (``operator_or_webhook``: a GitHub webhook cannot
+  send a bearer credential); none configured is 503, a missing or wrong one 401 and an
   ``admin.call`` audit event. The breaker endpoints check their own credentials.
 - Reads (every other GET: the status page, ``/status``, ``/config``, ``/status/node``,
   ``GET /breakers``): open to the clients ``admin.openReads`` names by their address
@@ -36,6 +38,7 @@ from aiohttp import web
 from control_plane.config import ControlPlaneConfig
 from servicekit.audit import ADMIN_CALL, AuditEvent, AuditSink, Detail
 from servicekit.bearer import BearerCheck, read_bearer_credential
+from servicekit.webhook_signature import WebhookSignature
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 OpenReads = Literal["loopback", "private", "never"]
@@ -44,7 +47,8 @@ PROBES = frozenset({"/healthz", "/readyz", "/metrics"})
 READS = frozenset({"GET", "HEAD"})
 READ_CHALLENGE = 'Basic realm="gatehouse control plane", charset="UTF-8"'
 WRITE_CHALLENGE = 'Bearer realm="gatehouse control plane"'
-_NO_OPERATOR = "writes on this admin address are not configured: set admin.operatorCredentialFile"
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+_NO_OPERATOR = "writes on this admin address are not configured: set admin.operatorCredentialFile (or admin.webhookSecretFile for POST /sync)"
 _NO_READER = "reads on this admin address need a credential, and none is configured: set admin.readCredentialFile"
 
 
@@ -115,9 +119,16 @@ class AdminAccess:
     """The admin port's policy: ``middleware`` for every request, ``operator_only`` for writes."""
 
     def __init__(
-        self, *, operator: str | None, reader: str | None, open_reads: OpenReads, audit: AuditSink | None = None
+        self,
+        *,
+        operator: str | None,
+        reader: str | None,
+        open_reads: OpenReads,
+        audit: AuditSink | None = None,
+        webhook_secret: str | None = None,
     ) -> None:
         self._operator = BearerCheck(operator) if operator is not None else None
+        self._webhook = WebhookSignature(webhook_secret) if webhook_secret is not None else None
         self._readers = tuple(BearerCheck(c) for c in (reader, operator) if c is not None)
         self._open_reads = open_reads
         self._audit = audit
@@ -126,11 +137,11 @@ class AdminAccess:
     def from_config(cls, config: ControlPlaneConfig, audit: AuditSink | None = None) -> AdminAccess:
         """BearerCredentialError names a credential file that cannot be used."""
         admin = config.admin
-        operator, reader = (
+        operator, reader, webhook = (
             read_bearer_credential(config.resolve(path)) if path is not None else None
-            for path in (admin.operator_credential_file, admin.read_credential_file)
+            for path in (admin.operator_credential_file, admin.read_credential_file, admin.webhook_secret_file)
         )
-        return cls(operator=operator, reader=reader, open_reads=admin.open_reads, audit=audit)
+        return cls(operator=operator, reader=reader, open_reads=admin.open_reads, audit=audit, webhook_secret=webhook)
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -160,18 +171,38 @@ class AdminAccess:
 
     def operator_only(self, handler: Handler) -> Handler:
         """``handler`` behind the operator credential (a bearer token only: never Basic)."""
+        return self._guarded(handler, webhook=False)
 
+    def operator_or_webhook(self, handler: Handler) -> Handler:
+        """``handler`` behind the operator credential or, when configured, a Git host's
+        signature of the body (``X-Hub-Signature-256``). A captured signed request can be
+        replayed, which only asks for another sync."""
+        return self._guarded(handler, webhook=True)
+
+    def _guarded(self, handler: Handler, *, webhook: bool) -> Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
-            if self._operator is None:
+            signer = self._webhook if webhook else None
+            if self._operator is None and signer is None:
                 return web.json_response({"error": _NO_OPERATOR}, status=503)
-            if not self._operator.allows(request.headers.get("Authorization")):
-                self._refused(request, "unauthenticated", "missing or wrong operator credential")
-                return web.json_response(
-                    {"error": "a valid operator credential is required (Authorization: Bearer ...)"},
-                    status=401,
-                    headers={"WWW-Authenticate": WRITE_CHALLENGE},
-                )
-            return await handler(request)
+            if self._operator is not None and self._operator.allows(request.headers.get("Authorization")):
+                return await handler(request)
+            signature = request.headers.get(SIGNATURE_HEADER)
+            if signer is not None and signature is not None:
+                try:
+                    body = await request.read()
+                except web.HTTPRequestEntityTooLarge:
+                    self._refused(request, "unauthenticated", "webhook body over the size limit")
+                    return web.json_response({"error": "the webhook body is too large to verify"}, status=413)
+                if signer.verifies(body, signature):
+                    return await handler(request)
+                self._refused(request, "unauthenticated", "wrong webhook signature")
+                return web.json_response({"error": f"{SIGNATURE_HEADER} does not match the body"}, status=401)
+            self._refused(request, "unauthenticated", "missing or wrong operator credential")
+            return web.json_response(
+                {"error": "a valid operator credential is required (Authorization: Bearer ...)"},
+                status=401,
+                headers={"WWW-Authenticate": WRITE_CHALLENGE},
+            )
 
         return guarded
 

@@ -146,7 +146,7 @@ def admin_routes(plane: AdminView, access: AdminAccess) -> list[web.RouteDef]:
 
     return [
         web.get("/", page),
-        web.post("/sync", access.operator_only(sync)),
+        web.post("/sync", access.operator_or_webhook(sync)),
         web.get("/status", status),
         web.get("/status/routes", routes),
         web.get("/status/node", node_status),

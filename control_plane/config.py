@@ -43,6 +43,11 @@ class Admin(Listen):
     """The bearer credential ``POST /sync`` needs; relative to the config file's directory.
     Without it ``POST /sync`` answers 503. A credential of its own, not
     ``breakers.operatorCredentialFile``: a webhook that may sync cannot move a breaker."""
+    webhook_secret_file: str | None = None
+    """A Git host's webhook secret: ``POST /sync`` is also taken when its
+    ``X-Hub-Signature-256`` is ``sha256=`` HMAC-SHA256(secret, body) (GitHub, Gitea and
+    Forgejo sign this way; GitHub cannot send a bearer credential). Relative to the config
+    file's directory. It only syncs: never a read, never a breaker."""
     read_credential_file: str | None = None
     """The credential the reads need unless ``openReads`` opens them: ``/``, ``/status``,
     ``/status/routes``, ``/status/node``, ``/config``, ``GET /breakers``, sent as

@@ -999,6 +999,18 @@ def test_the_admin_port_is_closed_by_default_with_generated_credentials(tools: K
     pod = find(docs, "Deployment", CONTROL_PLANE)["spec"]["template"]["spec"]
     volume, _ = volume_file(pod, pod["containers"][0], f"{ADMIN_DIR}/read-credential")
     assert volume["secret"]["secretName"] == "edge-admin"
+    assert load_config(config_file).admin.webhook_secret_file is None  # by default, no webhook signature syncs
+
+    # A Git host's webhook secret: its Secret's key mounted, and the config names it.
+    docs = objects(template(tools, helm_home, "--set", "controlPlane.admin.webhookSecret=git-hook"))
+    config_file.write_text(find(docs, "ConfigMap", CONTROL_PLANE)["data"]["control-plane.yaml"])
+    webhook_file = load_config(config_file).admin.webhook_secret_file
+    assert webhook_file is not None
+    pod = find(docs, "Deployment", CONTROL_PLANE)["spec"]["template"]["spec"]
+    volume, name = volume_file(pod, pod["containers"][0], webhook_file)
+    assert volume["secret"] == {"secretName": "git-hook", "defaultMode": 0o444, "items": [{"key": "webhook-secret", "path": name}]}
+    refused = run_helm(tools, helm_home, "template", RELEASE, str(CHART), "--set", "controlPlane.admin.webhookSecret=Not_A_Name", check=False)
+    assert refused.returncode != 0 and "webhookSecret" in refused.stderr, refused.stderr
 
 
 def test_rendered_audit_blocks_load_and_spool_on_emptydirs(tools: KubeTools, helm_home: Path, tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ CLI reads with the read credential.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -34,6 +36,7 @@ from tests.integration.test_status_page import wait_page
 
 ROUTES = {"r.yaml": [route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": [{"service": "svc-a", "port": 8080}]})]}
 READ_CREDENTIAL = "read-" + "r" * 27
+WEBHOOK_SECRET = "hook-" + "w" * 27
 
 
 def call(stack: GatewayStack, method: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -44,6 +47,21 @@ def call(stack: GatewayStack, method: str, path: str, headers: dict[str, str] | 
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
     finally:
         connection.close()
+
+
+def post(stack: GatewayStack, path: str, body: bytes, headers: dict[str, str], method: str = "POST") -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", stack.control_plane.admin_port, timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def signed(secret: bytes, body: bytes) -> str:
+    """GitHub's X-Hub-Signature-256, written out here rather than taken from the code under test."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
 
 
 def bearer(credential: str | None) -> dict[str, str]:
@@ -92,6 +110,38 @@ def test_hole_sync_without_the_operator_credential_is_401(make_stack: StackFacto
     assert credential not in stack.control_plane.log_tail(2000)
     status, _, body = call(stack, "POST", "/sync", bearer(credential))
     assert status == 200 and "routes" in json.loads(body)["sources"], body
+
+
+def test_a_git_hosts_signed_webhook_syncs_and_nothing_else(make_stack: StackFactory, tmp_path: Path) -> None:
+    """A GitHub webhook cannot send a bearer credential; it signs the body
+    (``X-Hub-Signature-256``). With ``admin.webhookSecretFile`` such a ``POST /sync`` syncs
+    (the commit is served), a wrong or stale signature is 401, and the signature opens no
+    read and no breaker move."""
+    secret_file = tmp_path / "webhook-secret"
+    secret_file.write_text(WEBHOOK_SECRET + "\n")
+    stack = started(make_stack, tmp_path, {"webhookSecretFile": str(secret_file), "openReads": "never"})
+    stack.commit_routes({**ROUTES, "b.yaml": [route_doc("b", {"auth": {"required": False}, "match": {"pathPrefix": "/b"},
+                                                                "backends": [{"service": "svc-a", "port": 8080}]})]})
+    payload = json.dumps({"ref": "refs/heads/main", "after": "0" * 40}).encode()
+    github = {"X-GitHub-Event": "push", "Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/abc123"}
+    for name, signature in [
+        ("another secret", signed(b"x" * 32, payload)),
+        ("another body", signed(WEBHOOK_SECRET.encode(), payload + b" ")),
+        ("sha1, not sha256", "sha1=" + hmac.new(WEBHOOK_SECRET.encode(), payload, hashlib.sha1).hexdigest()),
+        ("empty", ""),
+    ]:
+        status, _, body = post(stack, "/sync", payload, {**github, "X-Hub-Signature-256": signature})
+        assert status == 401, (name, status, body)
+        assert WEBHOOK_SECRET.encode() not in body
+    status, _, body = post(stack, "/sync", payload, {**github, "X-Hub-Signature-256": signed(WEBHOOK_SECRET.encode(), payload)})
+    assert status == 200 and "routes" in json.loads(body)["sources"], body
+    stack.wait_upstream("/b", "svc-a")
+    assert WEBHOOK_SECRET not in stack.control_plane.log_tail(2000)
+    # The signature is for /sync alone: not a read, not a breaker move.
+    status, _, _ = post(stack, "/status", b"", {"X-Hub-Signature-256": signed(WEBHOOK_SECRET.encode(), b"")}, method="GET")
+    assert status == 401
+    status, _, _ = post(stack, "/breakers/default/a/open", b"{}", {"X-Hub-Signature-256": signed(WEBHOOK_SECRET.encode(), b"{}")})
+    assert status in (401, 404, 503), status
 
 
 def test_hole_sync_from_a_cross_site_origin_is_403(make_stack: StackFactory, tmp_path: Path) -> None:

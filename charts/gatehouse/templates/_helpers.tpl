@@ -242,6 +242,9 @@ every template that renders ratelimit parts, so `helm template -s` of any of the
 {{- default (include "gatehouse.componentName" (dict "ctx" . "component" "control-plane-admin")) .Values.controlPlane.admin.existingSecret }}
 {{- end }}
 
+{{/* Where controlPlane.admin.webhookSecret is mounted: admin.webhookSecretFile names a file here. */}}
+{{- define "gatehouse.controlPlane.webhookSecretDir" -}}/etc/gatehouse/webhook{{- end }}
+
 {{/* --- route circuit breakers ------------------------------------------------------ */}}
 
 {{/* Where the breakers' credentials are mounted: the control plane's breakers.*CredentialFile

@@ -105,7 +105,9 @@ def create_secret(tmp_path: Path, consumer: str, namespace: str) -> tuple[str, d
 
 
 def apply(api: KubeAPIServer, *docs: dict[str, Any]) -> None:
-    api.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    """As JSON, which kubectl reads as written: PyYAML writes a key id such as 39871e09
+    unquoted (a string in YAML 1.1), and kubectl's YAML reads it as a number."""
+    api.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(docs)}))
 
 
 def test_a_secret_applied_is_a_key_and_deleting_it_refuses_the_key_within_a_second(

@@ -19,7 +19,7 @@ from control_plane.model.shared_types import (
     SettableHeaderName,
     cel,
     cel_list,
-    header_name,
+    header_name_unless,
     unique,
 )
 
@@ -33,15 +33,7 @@ _RESERVED_MESSAGE = (
 )
 
 
-def _request_header(value: str) -> str:
-    header_name(value)
-    reason = reserved_for_routes(value)
-    if reason is not None:
-        raise ValueError(reason)
-    return value
-
-
-RequestHeaderName = Annotated[str, AfterValidator(_request_header), HEADER_SCHEMA]
+RequestHeaderName = Annotated[str, AfterValidator(header_name_unless(reserved_for_routes)), HEADER_SCHEMA]
 """A request header a route may set or remove: not one the gateway vouches for."""
 
 

@@ -21,7 +21,7 @@ from control_plane.model.shared_types import (
     Regex,
     cel,
     cel_list,
-    header_name,
+    header_name_unless,
     unique,
 )
 
@@ -34,20 +34,12 @@ _UNMATCHABLE_MESSAGE = (
 )
 
 
-def _matchable_header(value: str) -> str:
-    header_name(value)
-    reason = unmatchable(value)
-    if reason is not None:
-        raise ValueError(reason)
-    return value
-
-
 def _path(value: str) -> str:
     parse_path(value)
     return value
 
 
-MatchableHeaderName = Annotated[str, AfterValidator(_matchable_header), HEADER_SCHEMA]
+MatchableHeaderName = Annotated[str, AfterValidator(header_name_unless(unmatchable)), HEADER_SCHEMA]
 _ONE_MATCHER = ExactlyOne("exact", "prefix", "regex", "present")
 _ONE_PATH = ExactlyOne("path", "pathPrefix", "pathRegex")
 

@@ -9,6 +9,7 @@ composes them into ``RouteSpec``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Protocol
 
 from pydantic import AfterValidator, ConfigDict, WithJsonSchema
@@ -60,6 +61,19 @@ def header_name(value: str) -> str:
     if not _HEADER_NAME.match(value):
         raise ValueError(f"{value!r} is not a lowercase HTTP header name")
     return value
+
+
+def header_name_unless(refusal: Callable[[str], str | None]) -> Callable[[str], str]:
+    """A header-name validator that also refuses what ``refusal`` gives a reason for."""
+
+    def validate(value: str) -> str:
+        header_name(value)
+        reason = refusal(value)
+        if reason is not None:
+            raise ValueError(reason)
+        return value
+
+    return validate
 
 
 def _settable_header(value: str) -> str:

@@ -3,10 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.harness import netns
+from tests.harness.envoy import envoy_binary
+from tests.harness.kubernetes import KubeAPIServer
+
+ROUTE_CRD = Path(__file__).resolve().parents[2] / "charts" / "gatehouse" / "crds" / "routes.gatehouse.io.yaml"
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
+    """A real API server with the chart's Route CRD, one per module (the control plane's
+    Kubernetes source watches Routes). A module that needs more CRDs has its own."""
+    envoy_binary()
+    server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"))
+    try:
+        server.kubectl("apply", "-f", str(ROUTE_CRD))
+        server.wait_established("routes.gatehouse.io")
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.harness.envoy import envoy_binary
 from tests.harness.ext_authz import ExtAuthzProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import wait_for
@@ -28,7 +27,6 @@ from tests.harness.kubernetes import KubeAPIServer
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 
-CRD = Path(__file__).resolve().parents[2] / "charts" / "gatehouse" / "crds" / "routes.gatehouse.io.yaml"
 ROUTES = [
     route_doc(
         "partners",
@@ -37,17 +35,6 @@ ROUTES = [
     route_doc("public", {"match": {"pathPrefix": "/public"}, "backends": [{"service": "svc-a", "port": 8080}], "auth": {"required": False}}),
 ]
 
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
-    envoy_binary()
-    server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"))
-    try:
-        server.kubectl("apply", "-f", str(CRD))  # the control plane's Kubernetes source watches Routes too
-        server.wait_established("routes.gatehouse.io")
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

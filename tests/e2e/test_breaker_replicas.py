@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.harness.control_plane import ControlPlaneProcess
-from tests.harness.envoy import EnvoyProcess, envoy_binary
+from tests.harness.envoy import EnvoyProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import get, wait_for
 from tests.harness.kubernetes import KubeAPIServer
@@ -32,22 +32,9 @@ from tests.harness.ports import free_port
 from tests.harness.route_repo import route_doc
 from tests.harness.telemetry import TelemetryServiceProcess
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CRD = REPO_ROOT / "charts" / "gatehouse" / "crds" / "routes.gatehouse.io.yaml"
 CONFIG_MAP = "gatehouse-breakers"
 BREAKER = {"errorRate": {"window": "30s", "minimumCalls": 10, "failureRateThreshold": 50, "waitInOpen": "3s", "halfOpenProbes": 2}}
 
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
-    envoy_binary()
-    server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"))
-    try:
-        server.kubectl("apply", "-f", str(CRD))  # the Kubernetes source watches Routes too
-        server.wait_established("routes.gatehouse.io")
-        yield server
-    finally:
-        server.stop()
 
 
 @dataclass

@@ -27,29 +27,16 @@ import pytest
 import yaml
 
 from tests.harness.control_plane import ControlPlaneProcess
-from tests.harness.envoy import EnvoyProcess, envoy_binary
+from tests.harness.envoy import EnvoyProcess
 from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import get, wait_for
 from tests.harness.kubernetes import KubeAPIServer
 from tests.harness.ports import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CRD = REPO_ROOT / "charts" / "gatehouse" / "crds" / "routes.gatehouse.io.yaml"
 CONFIG_MAP = "gatehouse-route-acks"
 HUGE_REGEX = "/(orders|invoices)/[0-9]{4}"
 """Refused by an Envoy whose regex program size limit is 5 (its runtime below)."""
 
-
-@pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
-    envoy_binary()
-    server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"))
-    try:
-        server.kubectl("apply", "-f", str(CRD))
-        server.wait_established("routes.gatehouse.io")
-        yield server
-    finally:
-        server.stop()
 
 
 @dataclass

@@ -161,14 +161,6 @@ class SharedBreakerBoard:
         self._pending[entry_key(route_id)] = encode(new)
         self._wake.set()
 
-    @property
-    def watch_path(self) -> str:
-        return f"/api/v1/namespaces/{self.namespace}/configmaps"
-
-    @property
-    def field_selector(self) -> str:
-        return f"metadata.name={self.name}"
-
     async def run(self) -> None:
         """Write this replica's moves (and the Lease holder's prunes) until cancelled; the
         source runs the watch that feeds ``apply``."""

@@ -116,14 +116,6 @@ class SharedRouteAcks:
         self.synced = asyncio.Event()
         self.errors = 0
 
-    @property
-    def watch_path(self) -> str:
-        return f"/api/v1/namespaces/{self.namespace}/configmaps"
-
-    @property
-    def field_selector(self) -> str:
-        return f"metadata.name={self.name}"
-
     # -- this replica's Envoys -> ConfigMap --------------------------------------------
 
     def say(self, route: str, word: Word | None) -> None:

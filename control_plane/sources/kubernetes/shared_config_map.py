@@ -7,10 +7,26 @@ the control plane may create ConfigMaps in its namespace and touch only the name
 
 from __future__ import annotations
 
-from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta
+import asyncio
+from collections.abc import Callable
+
+from kubernetes.client import ApiClient, CoreV1Api, V1ConfigMap, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
+from control_plane.sources.kubernetes.watch import Changes, ResourceWatch
+
 REQUEST_TIMEOUT = 5.0
+
+
+def watch_one(
+    api: ApiClient, namespace: str, name: str, on_changes: Callable[[Changes], None], loop: asyncio.AbstractEventLoop, *, what: str
+) -> ResourceWatch:
+    """A watch of this one ConfigMap, by a field selector on its name: the chart's Role
+    grants list and watch for that name alone."""
+    return ResourceWatch(
+        api, f"/api/v1/namespaces/{namespace}/configmaps", on_changes, loop,
+        name=f"{what}:{namespace}/{name}", field_selector=f"metadata.name={name}",
+    )  # fmt: skip
 
 
 def write_keys(core: CoreV1Api, namespace: str, name: str, batch: dict[str, str | None], *, labels: dict[str, str], about: str) -> None:

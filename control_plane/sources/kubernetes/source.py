@@ -39,6 +39,7 @@ from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
 from control_plane.sources.kubernetes.leader import LeaderElector
 from control_plane.sources.kubernetes.reference_grants import WATCH_NAME, KubernetesReferenceGrants, resolved_refs
 from control_plane.sources.kubernetes.route_acks import SharedRouteAcks
+from control_plane.sources.kubernetes.shared_config_map import watch_one
 from control_plane.sources.kubernetes.routes import SOURCE, KubernetesRouteSource, ObjectState
 from control_plane.sources.kubernetes.status import Condition, DesiredStatus, StatusWriter
 from control_plane.sources.kubernetes.watch import Changes, ResourceWatch
@@ -194,10 +195,7 @@ class KubernetesSource:
             namespace=self._settings.lease_namespace, name=self._settings.breaker_board,
             live_routes=live_routes, may_prune=self.may_judge_breakers,
         )
-        watch = ResourceWatch(
-            api, shared.watch_path, self._first("breaker-board", shared.apply), loop,
-            name=f"breaker-board:{shared.namespace}/{shared.name}", field_selector=shared.field_selector,
-        )
+        watch = watch_one(api, shared.namespace, shared.name, self._first("breaker-board", shared.apply), loop, what="breaker-board")
         return watch, asyncio.create_task(shared.run(), name="breaker-board")
 
     def _route_acks_sync(
@@ -208,9 +206,7 @@ class KubernetesSource:
             CoreV1Api(api), namespace=self._settings.lease_namespace, name=name, identity=self._settings.identity,
             may_prune=lambda: self.leading, on_change=self._refresh_all,
         )
-        watch = ResourceWatch(
-            api, shared.watch_path, shared.apply, loop, name=f"route-acks:{shared.namespace}/{name}", field_selector=shared.field_selector,
-        )
+        watch = watch_one(api, shared.namespace, name, shared.apply, loop, what="route-acks")
         return watch, asyncio.create_task(shared.run(), name="route-acks")
 
     def _api_key_sync(

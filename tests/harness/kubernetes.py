@@ -79,17 +79,26 @@ class KubeTools:
     helm: str
 
 
-def kube_tool_paths() -> dict[str, str | None]:
-    """Where each tool is expected (None for etcd when it is not on PATH); no pytest side effects."""
+KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy", "kubectl")
+
+
+def built_tool_paths() -> dict[str, Path]:
+    """Where scripts/build-kube-tools puts each tool it builds, for the pinned versions: the
+    Kubernetes commands, CoreDNS and Helm."""
     versions = kube_versions()
     kube_bin = cache_dir() / "kube" / versions["KUBERNETES_VERSION"] / "bin"
-    helm_bin = cache_dir() / "helm" / versions["HELM_VERSION"] / "bin"
     return {
-        "etcd": find_binary("etcd"),
-        "kube-apiserver": str(kube_bin / "kube-apiserver"),
-        "kubectl": str(kube_bin / "kubectl"),
-        "helm": str(helm_bin / "helm"),
+        **{command: kube_bin / command for command in KUBE_COMMANDS},
+        "coredns": cache_dir() / "coredns" / versions["COREDNS_VERSION"] / "bin" / "coredns",
+        "helm": cache_dir() / "helm" / versions["HELM_VERSION"] / "bin" / "helm",
     }
+
+
+def kube_tool_paths() -> dict[str, str | None]:
+    """Where each tool the API-server tests use is expected (None for etcd when it is not on
+    PATH); no pytest side effects."""
+    built = built_tool_paths()
+    return {"etcd": find_binary("etcd"), **{name: str(built[name]) for name in ("kube-apiserver", "kubectl", "helm")}}
 
 
 def kube_tools() -> KubeTools:

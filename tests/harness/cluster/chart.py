@@ -52,14 +52,8 @@ def install(cluster: Cluster, extra: Sequence[str] = (), *, release: str = RELEA
 def tag_app_version(cluster: Cluster) -> None:
     """The Gatehouse image also as gatehouse:<appVersion>, the name the Dockerfile's header
     builds and examples/k8s/echo-backend.yaml runs."""
-    reference = cluster.images["gatehouse"].reference
     target = f"{images.GATEHOUSE_REPOSITORY}:{APP_VERSION_TAG}"
-    import subprocess
-
-    result = subprocess.run(["ctr", "--address", str(cluster.layout.containerd_socket), "--namespace", "k8s.io",
-                             "images", "tag", "--force", reference, target], capture_output=True, text=True, timeout=60, check=False)
-    if result.returncode != 0:
-        raise ChartError(f"ctr images tag {reference} {target}: {result.stderr.strip()}")
+    images.tag(cluster.layout.containerd_socket, cluster.images["gatehouse"].reference, target)
 
 
 def apply_example(cluster: Cluster) -> None:

@@ -221,13 +221,22 @@ def build_all(log: Path) -> dict[str, Image]:
     return built
 
 
+def ctr_argv(containerd_socket: Path) -> list[str]:
+    """``ctr`` on the cluster's containerd, in the k8s.io namespace (what the kubelet sees)."""
+    return ["ctr", "--address", str(containerd_socket), "--namespace", "k8s.io"]
+
+
 def import_into(containerd_socket: Path, images: list[Image]) -> None:
-    """``ctr images import`` of each archive into the k8s.io namespace (what the kubelet
-    sees), unless containerd has that reference already (the tag is the image id's prefix)."""
-    ctr = ["ctr", "--address", str(containerd_socket), "--namespace", "k8s.io"]
+    """``ctr images import`` of each archive, unless containerd has that reference already
+    (the tag is the image id's prefix)."""
+    ctr = ctr_argv(containerd_socket)
     present = set(_run([*ctr, "images", "ls", "--quiet"], "ctr images ls").split())
     for image in images:
         if image.reference in present:
             continue
-        _run(["ctr", "--address", str(containerd_socket), "--namespace", "k8s.io", "images", "import", str(image.archive)],
-             f"ctr images import {image.archive.name}")
+        _run([*ctr, "images", "import", str(image.archive)], f"ctr images import {image.archive.name}")
+
+
+def tag(containerd_socket: Path, reference: str, target: str) -> None:
+    """``target`` as another name of the imported ``reference``."""
+    _run([*ctr_argv(containerd_socket), "images", "tag", "--force", reference, target], f"ctr images tag {reference} {target}", timeout=60)

@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness.kubernetes import cache_dir, kube_versions
+from tests.harness.kubernetes import built_tool_paths
 
 CNI_BIN_DIR = Path("/usr/lib/cni")
 DEBIAN_PACKAGES = {
@@ -67,18 +67,7 @@ def find() -> Tools:
     missing = missing_packages()
     if missing:
         raise MissingTool(f"Debian packages missing: {' '.join(missing)} (scripts/setup test installs them)")
-    versions = kube_versions()
-    kube_bin = cache_dir() / "kube" / versions["KUBERNETES_VERSION"] / "bin"
-    built = {
-        "kube_apiserver": kube_bin / "kube-apiserver",
-        "kube_controller_manager": kube_bin / "kube-controller-manager",
-        "kube_scheduler": kube_bin / "kube-scheduler",
-        "kubelet": kube_bin / "kubelet",
-        "kube_proxy": kube_bin / "kube-proxy",
-        "kubectl": kube_bin / "kubectl",
-        "coredns": cache_dir() / "coredns" / versions["COREDNS_VERSION"] / "bin" / "coredns",
-        "helm": cache_dir() / "helm" / versions["HELM_VERSION"] / "bin" / "helm",
-    }
+    built = {name.replace("-", "_"): path for name, path in built_tool_paths().items()}
     absent = [str(path) for path in built.values() if not os.access(path, os.X_OK)]
     if absent:
         raise MissingTool(f"not built: {', '.join(absent)} (run scripts/build-kube-tools)")

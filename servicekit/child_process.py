@@ -6,6 +6,7 @@ never by name: other sessions on the same machine run the same binaries.
 
 from __future__ import annotations
 
+import collections
 import os
 import random
 import shutil
@@ -13,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -39,27 +41,50 @@ def _outside_ephemeral(range_file: str = EPHEMERAL_RANGE_FILE) -> tuple[int, int
     return None
 
 
+# Ports free_port() handed out lately. A port is free only until its caller binds it, and
+# callers often choose several before starting any (a service names its peers' ports in
+# its config): without this memory a later call may return a port chosen earlier and
+# not yet bound, and two services end up aimed at one port. Bounded, because ports handed
+# out long ago are bound or released by now.
+_RECENT_LIMIT = 4096
+_recent: collections.deque[int] = collections.deque(maxlen=_RECENT_LIMIT)
+_recent_lock = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago. There is a small window before
-    the caller binds it: fine for tests and a dev stack, far safer than constants. Chosen
-    below (or above) the kernel's ephemeral range: a port the kernel picked would be in it,
-    and any outgoing connection made in that window (a busy test run makes thousands) may
-    be given the same port, so the service then fails to bind it."""
+    """A TCP port on 127.0.0.1 that was free a moment ago and that this process has not
+    handed out lately. There is a small window before the caller binds it: fine for tests
+    and a dev stack, far safer than constants. Chosen below (or above) the kernel's
+    ephemeral range: a port the kernel picked would be in it, and any outgoing connection
+    made in that window (a busy test run makes thousands) may be given the same port, so
+    the service then fails to bind it."""
+    with _recent_lock:
+        port = _unused_port(set(_recent))
+        _recent.append(port)
+        return port
+
+
+def _unused_port(avoid: set[int]) -> int:
     span = _outside_ephemeral()
     if span is not None:
         for _ in range(200):
             port = random.randint(*span)
+            if port in avoid:
+                continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
                 try:
                     sock.bind(("127.0.0.1", port))
                 except OSError:
                     continue
                 return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
         assert isinstance(port, int)
-        return port
+        if port not in avoid:
+            return port
+    raise OSError("no free port on 127.0.0.1 that was not handed out lately")
 
 
 def find_binary(name: str) -> str | None:

@@ -82,6 +82,7 @@ from tests.harness.ports import free_port
 from tests.harness.processes import ManagedProcess
 from tests.harness.redis import RedisServer
 from tests.harness.upstream import EchoUpstream
+from tests.harness.window_clock import settle
 from tests.unit.telemetry.entries import full_entry
 
 pytestmark = pytest.mark.timeout(600)
@@ -1775,6 +1776,7 @@ def test_helm_install_with_rate_limit_then_the_sidecar_runs_with_what_the_chart_
                 return should_rate_limit(stub, limit_id, "192.0.2.99").statuses[0].current_limit.requests_per_unit == 2
 
             wait_for(limit_known, 30, "the Route's limit reached the sidecar over ADS")
+            settle(60, 3)  # the four calls in one fixed window
             codes = [should_rate_limit(stub, limit_id, "192.0.2.1").overall_code for _ in range(3)]
             assert codes == [rls_pb2.RateLimitResponse.OK, rls_pb2.RateLimitResponse.OK, rls_pb2.RateLimitResponse.OVER_LIMIT]
             denied = should_rate_limit(stub, limit_id, "192.0.2.1")

@@ -27,6 +27,7 @@ from tests.harness.http_client import wait_for
 from tests.harness.issuer import TestIssuer
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
+from tests.harness.window_clock import settle
 from tests.integration.conftest import StackFactory, ext_authz_entry
 
 WORKERS = 3
@@ -88,6 +89,7 @@ def test_one_worker_killed_the_others_keep_serving_and_it_comes_back(make_stack:
         metrics = authz.metrics_text()
         assert {f'worker="{i}"' for i in range(WORKERS)} <= {part for part in metrics.replace("{", ",").replace("}", ",").split(",") if part.startswith("worker=")}
         token = issuer.token("alice")
+        settle(3600, 10)  # 2 s of traffic within one window: the next one admits the limit again
         stop, lock, statuses = threading.Event(), threading.Lock(), Counter[int]()
         clients = [threading.Thread(target=hammer, args=(gateway.listener_port, token, stop, statuses, lock)) for _ in range(CLIENTS)]
         for client in clients:
@@ -149,6 +151,7 @@ def test_a_hybrid_limit_shared_by_the_workers_admits_at_most_its_limit(make_stac
     )
     try:
         token = issuer.token("alice")
+        settle(3600, 10)  # 2 s of traffic within one window: the next one admits the limit again
         stop, lock, statuses = threading.Event(), threading.Lock(), Counter[int]()
         clients = [threading.Thread(target=hammer, args=(gateway.listener_port, token, stop, statuses, lock)) for _ in range(CLIENTS)]
         for client in clients:

@@ -23,6 +23,7 @@ from tests.harness.gateway import GatewayStack
 from tests.harness.http_client import Reply, wait_for
 from tests.harness.route_repo import route_doc
 from tests.harness.redis import RedisServer
+from tests.harness.window_clock import settle
 from tests.integration.conftest import StackFactory
 from tests.integration.test_ratelimit_envoy import limited, start
 
@@ -171,6 +172,7 @@ def test_a_rate_limited_request_is_a_json_429_that_keeps_the_rate_limit_headers(
     stack = start(make_stack, tmp_path, redis, routes)
     try:
         client = stack.gateway.client()
+        settle(30, 5)  # both hits in one fixed window
         wait_for(lambda: client.request("/orders").headers.get("x-ratelimit-limit") == "1", 10, "rate-limit headers on /orders")
         reply = client.request("/orders", headers={"x-request-id": "req-429"})
         assert gateway_error(reply, 429, "rate_limited")["request_id"] == "req-429"

@@ -32,6 +32,7 @@ from tests.harness.issuer import JwksServer, TestIssuer, forge_signature
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
 from tests.harness.telemetry import TelemetryServiceProcess
+from tests.harness.window_clock import settle
 from tests.integration.conftest import StackFactory, ext_authz_entry
 from tests.integration.test_authz import authz_stack, bearer
 from tests.integration.test_changes import route
@@ -215,6 +216,7 @@ def test_ratelimit_counts_hits_over_limit_and_near_limit(make_stack: StackFactor
         wait_for(lambda: gw.get("/orders", headers={"x-probe": "warm-up"}).headers.get("x-ratelimit-limit") == "3", 10,
                  "the limit in force")
         before = service_metrics(stack.ratelimit.metrics_port)
+        settle(60, 3)  # the counted hits in one fixed window
         statuses = [gw.get("/orders", headers={"x-probe": "counted"}).status for _ in range(5)]
         assert statuses == [200, 200, 200, 429, 429]
         after = service_metrics(stack.ratelimit.metrics_port)

@@ -15,6 +15,7 @@ from tests.harness.issuer import TestIssuer
 from tests.harness.ratelimit import RateLimitServiceProcess
 from tests.harness.redis import RedisServer
 from tests.harness.route_repo import route_doc
+from tests.harness.window_clock import settle
 from tests.integration.conftest import StackFactory, ext_authz_entry
 
 
@@ -92,6 +93,7 @@ def test_over_the_limit_is_429_with_consistent_headers(make_stack: StackFactory,
         only_through(stack, public_limits)
         gw = stack.gateway
         client = gw.client()
+        settle(20, 6)  # every hit below in one fixed window
         wait_for(lambda: client.request("/orders").headers.get("x-ratelimit-limit") == "5", 10, "rate-limit headers on /orders")
         replies = [client.request("/orders") for _ in range(10)]
         statuses = [r.status for r in replies]
@@ -133,6 +135,7 @@ def test_two_limits_on_one_route_are_both_enforced(make_stack: StackFactory, tmp
         gw = stack.gateway
         alice = {"authorization": f"Bearer {issuer.token('alice')}"}
         bob = {"authorization": f"Bearer {issuer.token('bob')}"}
+        settle(30, 6)  # every hit below in one fixed window
         wait_for(lambda: gw.get("/orders", headers=alice).headers.get("x-ratelimit-limit") is not None, 10, "limits in force")
         # alice has used 1 of 3 (and 1 of the ip's 5).
         assert [gw.get("/orders", headers=alice).status for _ in range(3)] == [200, 200, 429], "the user limit"
@@ -178,6 +181,7 @@ def test_redis_outage_under_load_follows_on_store_failure(make_stack: StackFacto
             redis.kill()
             time.sleep(1.5)
             # The probe key is limited to 4 globally; locally 4 ÷ 2 instances = 2.
+            settle(60, 2)  # the probes in one fixed window
             probes = [gw.get("/orders", headers={"x-probe": "p1"}).status for _ in range(4)]
             time.sleep(0.5)
         statuses = load.report.statuses
@@ -192,6 +196,7 @@ def test_redis_outage_under_load_follows_on_store_failure(make_stack: StackFacto
         # A first hit counted in Redis leaves 3 of 4 (local: 1 of 2; open: 4; closed: 429).
         wait_for(lambda: gw.get("/orders", headers={"x-probe": "p2"}).headers.get("x-ratelimit-remaining") == "3", 15,
                  "global counters back")
+        settle(60, 2)
         fresh = [gw.get("/orders", headers={"x-probe": "p3"}) for _ in range(5)]
         assert [r.status for r in fresh] == [200, 200, 200, 200, 429], "the global limit of 4, not a fallback"
         assert [r.headers.get("x-ratelimit-limit") for r in fresh] == ["4"] * 5
@@ -222,6 +227,7 @@ def test_over_http_a_bad_token_is_401_counts_against_the_ip_and_moves_no_users_c
     try:
         gw = stack.gateway
         alice = {"authorization": f"Bearer {issuer.token('alice')}"}
+        settle(30, 5)  # every hit below in one fixed window
         first = gw.get("/orders", headers=alice)
         assert first.status == 200 and (first.headers["x-ratelimit-limit"], first.headers["x-ratelimit-remaining"]) == ("2", "1")
         guesses = [gw.get("/orders", headers={"authorization": "Bearer guess.guess.guess"}).status for _ in range(4)]

@@ -30,6 +30,7 @@ from limiter.local import LocalStore
 from limiter.model import Algorithm, Mode, StoreFailure
 from limiter.redis_store import RedisClient, RedisStore, connect
 from tests.harness.redis import RedisServer
+from tests.harness.window_clock import delay_to_offset, delay_to_settle, now_ms, window_left
 
 pytestmark = pytest.mark.redis
 
@@ -112,30 +113,19 @@ def make_spec(
     )
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def window_left(window_ms: int) -> float:
-    """Seconds until the current window ends."""
-    return (window_ms - now_ms() % window_ms) / 1000
-
-
 async def at_offset(window_ms: int, offset_ms: int) -> None:
     """Sleep until ``offset_ms`` into a window (this one if still ahead, else the next)."""
-    delay = (offset_ms - now_ms() % window_ms) % window_ms
-    await asyncio.sleep(delay / 1000)
+    await asyncio.sleep(delay_to_offset(window_ms, offset_ms))
 
 
 async def next_window(window_ms: int, offset_ms: int) -> None:
     """Sleep until ``offset_ms`` into the next window."""
-    await asyncio.sleep((window_ms - now_ms() % window_ms + offset_ms) / 1000)
+    await asyncio.sleep(window_left(window_ms) + offset_ms / 1000)
 
 
 async def settle(window_ms: int, need_ms: int) -> None:
     """Make sure at least ``need_ms`` are left in the current window."""
-    if window_left(window_ms) * 1000 < need_ms:
-        await at_offset(window_ms, 20)
+    await asyncio.sleep(delay_to_settle(window_ms, need_ms))
 
 
 # --- the contract: every backend, every algorithm -----------------------------------------

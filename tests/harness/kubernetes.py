@@ -467,18 +467,31 @@ class KubeAPIServer:
         return self._run([self.tools.kubectl, f"--kubeconfig={self.kubeconfig}", *args], input, check, timeout)
 
     def wait_established(self, crd: str, timeout: float = 60.0) -> None:
-        """Until the CRD is Established. Not ``kubectl wait --for=condition=Established``:
-        it fails at once ("status.conditions accessor error: <nil>") when it reads the CRD
-        before the API server has written any condition, as a loaded machine shows."""
-        jsonpath = '{.status.conditions[?(@.type=="Established")].status}'
+        """Until the CRD is Established and its served versions are in discovery, which
+        kubectl reads to map a kind: discovery can lag behind Established by a moment, and
+        an apply in that moment fails with "no matches for kind". Not ``kubectl wait
+        --for=condition=Established``: it fails at once ("status.conditions accessor error:
+        <nil>") when it reads the CRD before the API server has written any condition, as a
+        loaded machine shows."""
         deadline = time.monotonic() + timeout
         while True:
-            found = self.kubectl("get", f"crd/{crd}", "-o", f"jsonpath={jsonpath}", check=False)
-            if found.returncode == 0 and found.stdout.strip() == "True":
+            status, found = self.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd}")
+            if status == 200 and self._established_and_discovered(found):
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"crd/{crd} not Established after {timeout:.0f}s: {found.stdout.strip() or found.stderr.strip()}")
+                raise TimeoutError(f"crd/{crd} not Established and discovered after {timeout:.0f}s: {status} {found}")
             time.sleep(0.2)
+
+    def _established_and_discovered(self, crd: dict[str, Any]) -> bool:
+        conditions = {c.get("type"): c.get("status") for c in crd.get("status", {}).get("conditions") or []}
+        if conditions.get("Established") != "True":
+            return False
+        group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+        for version in (v["name"] for v in crd["spec"]["versions"] if v.get("served")):
+            status, listing = self.request("GET", f"/apis/{group}/{version}")
+            if status != 200 or plural not in {r.get("name") for r in listing.get("resources", [])}:
+                return False
+        return True
 
     def helm(
         self,

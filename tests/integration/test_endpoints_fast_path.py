@@ -41,8 +41,18 @@ def test_new_endpoint_is_served_fast_with_10k_routes_and_no_route_push(make_stac
             "EDS": plane.metric("gatehouse_xds_pushes_total", type="EDS"),
         }
 
-    time.sleep(0.5)  # let any trailing ACKs settle before taking the baseline
-    before = counters()
+    def settled() -> dict[str, float]:
+        """The counters once two reads 0.3 s apart agree: the start-up's pushes are over."""
+        last, deadline = counters(), time.monotonic() + 10
+        while time.monotonic() < deadline:
+            time.sleep(0.3)
+            now = counters()
+            if now == last:
+                return now
+            last = now
+        raise AssertionError(f"the start-up's pushes never settled: {last}")
+
+    before = settled()
     newcomer = EchoUpstream.start("svc-a-new", log_dir=stack.directory / "logs")
     try:
         stack.set_endpoints({"svc-a": [stack.upstreams["svc-a"].address, newcomer.address]})

@@ -8,6 +8,7 @@ shadow limits never deny, and a Redis outage follows each limit's onStoreFailure
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -29,6 +30,7 @@ from servicekit.audit import MemoryAuditSink
 from servicekit.http1_server import Request
 from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.harness.redis import RedisServer
+from tests.harness.window_clock import delay_to_settle
 from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, issuer, rsa_key
 
 ROUTE = "shop/orders"
@@ -84,6 +86,7 @@ async def issuer_authorizer() -> tuple[Authorizer, FakeClock]:
 @pytest.fixture
 async def gate(redis: RedisServer) -> AsyncIterator[Gate]:
     authorizer, _ = await issuer_authorizer()
+    await asyncio.sleep(delay_to_settle(60_000, 5_000))  # each test's counted hits in one fixed window
     limiter = Limiter(url=redis.url, timeout=0.5)
     table = RouteTable(CheckParts(authorizer, DenialAudit(MemoryAuditSink()), limiter))
     yield Gate(HttpCheck(table), table, limiter, redis)

@@ -11,10 +11,11 @@ from structlog.testing import capture_logs
 
 from limiter import BreakerSettings, Decision, Limiter
 from limiter.errors import StoreTimeout
+from limiter.local import LocalStore
 from limiter.model import LimitSpec
 
 from tests.harness.ports import free_port
-from tests.unit.limiter.specs import spec
+from tests.unit.limiter.specs import FakeClock, spec
 
 
 def sample(name: str, limit: LimitSpec, **labels: str) -> float:
@@ -28,6 +29,9 @@ async def down() -> AsyncIterator[Limiter]:
         expected_instances=4,
         breaker=BreakerSettings(consecutive_failures=3, cooldown=60),
     )
+    # The fallback's fixed windows on a clock that stands still: exact counts never straddle
+    # the end of a wall-clock window.
+    limiter.local = LocalStore(expected_instances=4, clock_ms=FakeClock().ms)
     yield limiter
     await limiter.close()
 

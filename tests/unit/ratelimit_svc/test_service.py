@@ -13,11 +13,12 @@ from envoy.service.ratelimit.v3 import rls_pb2
 from prometheus_client import REGISTRY
 
 from limiter import BreakerSettings, Limiter
+from limiter.local import LocalStore
 from limiter.model import LimitSpec
 from ratelimit_svc.service import DOMAIN, PolicyTable, RateLimitService
 
 from tests.harness.ports import free_port
-from tests.unit.limiter.specs import spec
+from tests.unit.limiter.specs import FakeClock, spec
 
 OK = rls_pb2.RateLimitResponse.OK
 OVER = rls_pb2.RateLimitResponse.OVER_LIMIT
@@ -26,6 +27,7 @@ OVER = rls_pb2.RateLimitResponse.OVER_LIMIT
 @pytest.fixture
 async def limiter() -> AsyncIterator[Limiter]:
     limiter = Limiter(url=f"redis://127.0.0.1:{free_port()}/0", breaker=BreakerSettings(consecutive_failures=1, cooldown=60))
+    limiter.local = LocalStore(clock_ms=FakeClock().ms)  # exact counts never straddle a wall-clock window's end
     yield limiter
     await limiter.close()
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 
+from limiter.local import wall_ms as now_ms  # the local store's clock: Redis TIME's, on one machine
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+__all__ = ["delay_to_offset", "delay_to_settle", "now_ms", "settle", "window_left"]
 
 
 def window_left(window_ms: int) -> float:

@@ -529,6 +529,8 @@ def measure_mixed(count: int, args: argparse.Namespace, workdir: Path, simple: d
         delta=args.delta,
         poll_interval=poll_interval,
         control_plane_extra={"extAuthz": {"address": [authz.check_address], "protocol": "http"}},
+        # The scenario's new-namespace routes (team-<k>) come from the one repo, bound to them all.
+        git_namespaces=["default", *MixedScenario.namespaces(args.mixed)],
     )
     stack.configure_gateway(routeStats=not args.no_route_stats)
     headers = {"authorization": f"Bearer {issuer.token('bench', ttl=24 * 3600)}"}

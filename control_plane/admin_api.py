@@ -92,7 +92,10 @@ def admin_routes(plane: AdminView, access: AdminAccess) -> list[web.RouteDef]:
             "sources": plane.source_status(),
             "quarantined": plane.quarantined,
             "not_enforced": {rid: p.message for rid, p in plane.problems.items() if p.served},
-            "conflicts": [{"route": c.loser.id, "origin": str(c.loser.origin), "detail": c.message} for c in plane.conflicts],
+            "conflicts": [
+                {"route": c.loser.id, "origin": str(c.loser.origin), "winner": str(c.winner.origin), "detail": c.message}
+                for c in plane.conflicts
+            ],
             "unresolved": [{"route": u.route.id, "origin": str(u.route.origin), "detail": u.message} for u in plane.unresolved],
             **plane.status.as_dict(),
         }

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Literal, Annotated
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, IPvAnyNetwork, model_validator
 
 from servicekit.config_file import HostPort, load_config_file
 from servicekit.durations import Duration, Millis
@@ -126,6 +126,10 @@ class ExtAuthz(Model):
     (``http.upstreamTokens.keyFile``), ``tokenExchange`` (``http.upstreamTokens``). A route
     needing one not listed is refused here (``Accepted=False``, naming the setting). Unset:
     not declared; the service refuses, per route, what it cannot serve (503, fail closed)."""
+    require_audience: bool = False
+    """A route that reads tokens must name ``auth.audiences`` (refused otherwise, naming the
+    route and the field): a token any backend collected then cannot replay on it. The chart
+    turns it on (``extAuthz.requireAudience``)."""
 
 
 class RateLimitService(Model):
@@ -187,6 +191,20 @@ class Debounce(Model):
         return self
 
 
+GitNamespace = Annotated[str, Field(pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)]
+
+
+def _git_directory(value: str) -> str:
+    parts = value.strip("/").split("/")
+    if value.startswith("/") or not value.strip("/") or any(p in ("", ".", "..") for p in parts) or "\0" in value:
+        raise ValueError(f"{value[:200]!r} is not a directory inside the source's path (relative, no '.' or '..' segments)")
+    return value.strip("/")
+
+
+GitDirectory = Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(_git_directory)]
+"""A directory inside the source's path: relative, without ``.`` or ``..`` segments."""
+
+
 class GitRepo(Model):
     name: Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$")] = "routes"
     repo: str
@@ -195,6 +213,13 @@ class GitRepo(Model):
     poll_interval: Duration = Millis(1000)
     fetch_timeout: Duration = Millis(30_000)
     cache_dir: str | None = None
+    namespaces: list[GitNamespace] | None = None
+    """The namespaces this repository's Routes and ReferenceGrants may claim
+    (control_plane/model/namespace_binding.py). Unset: only ``default``, with a warning at
+    start-up; a document naming another is refused, naming this setting."""
+    namespaces_by_path: dict[GitDirectory, list[GitNamespace]] = {}
+    """Narrower bindings for the files under a directory (relative to ``path``): the
+    longest matching directory decides, in place of ``namespaces``."""
 
 
 class StaticEndpoints(Model):
@@ -231,6 +256,20 @@ class KubernetesRouteAcks(Model):
     """Its name, in the Lease's namespace; the control plane creates it on first use."""
 
 
+class KubernetesEndpointSlices(Model):
+    """Which EndpointSlices the gateway sends traffic to
+    (control_plane/sources/kubernetes/endpoint_trust.py; docs/kubernetes.md, "Endpoints")."""
+
+    trusted_managers: list[Annotated[str, Field(min_length=1, max_length=63)]] = ["endpointslice-controller.k8s.io"]
+    """``endpointslice.kubernetes.io/managed-by`` values whose slices are used:
+    ``endpointslice-controller.k8s.io`` for Services with a selector, any other for
+    selector-less Services. Adding ``endpointslicemirroring-controller.k8s.io`` trusts
+    whoever may write Endpoints."""
+    address_ranges: list[IPvAnyNetwork] = []
+    """The pod and Service ranges (CIDRs) endpoint addresses must fall in; empty: any
+    address but loopback, link-local, multicast and unspecified."""
+
+
 class Kubernetes(Model):
     kubeconfig: str | None = None
     """A kubeconfig file; without one, the pod's service account (in-cluster)."""
@@ -247,6 +286,7 @@ class Kubernetes(Model):
     """Without it each replica keeps its own breakers (right for one replica only)."""
     route_acks: KubernetesRouteAcks | None = None
     """Without it the Route status reflects only the Envoys of the Lease holder (right for one replica only)."""
+    endpoint_slices: KubernetesEndpointSlices = KubernetesEndpointSlices()
 
     @model_validator(mode="after")
     def _renew_within_duration(self) -> Kubernetes:

@@ -45,3 +45,9 @@ ROUTES_NOT_ENFORCED = Gauge(
     "methods or trailing slash fall through to a public route (fallThrough)",
     ["field"],
 )
+ENDPOINTS_REFUSED = Counter(
+    "gatehouse_endpoints_refused_total",
+    "EndpointSlices (what=slice) or their addresses (what=address) not used: not written by a "
+    "trusted manager for that kind of Service, or an address outside what may receive traffic",
+    ["what"],
+)

@@ -47,6 +47,7 @@ from servicekit.span_export import SpanExport
 from servicekit.model import Model
 from servicekit.audit_output import AuditOutput
 from ext_authz.swap.config import UpstreamTokens
+from servicekit.check_contract import PRINCIPAL_HEADER
 
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 
@@ -77,6 +78,11 @@ class Issuer(Model):
 
     @model_validator(mode="after")
     def _one_key_source(self) -> Issuer:
+        if PRINCIPAL_HEADER in {name.lower() for name in self.claim_headers}:
+            raise ValueError(
+                f"claimHeaders: {PRINCIPAL_HEADER} is set by the check from the issuer and the user id; "
+                "a claim may not fill it (it would name any principal it liked)"
+            )
         if (self.jwks_url is None) == (self.jwks_file is None):
             raise ValueError("set exactly one of jwksUrl or jwksFile")
         if self.jwks_url is not None and not self.jwks_url.startswith(("https://", "http://")):
@@ -159,6 +165,13 @@ class ExtAuthzConfig(Model):
         names = [i.issuer for i in self.issuers]
         if len(names) != len(set(names)):
             raise ValueError("issuers: each iss may appear once")
+        swap = self.http.upstream_tokens if self.http is not None else None
+        if swap is not None and swap.issuer in names:
+            raise ValueError(
+                f"http.upstreamTokens.issuer: {swap.issuer[:200]!r} is also issuers[{names.index(swap.issuer)}]: "
+                "the tokens this service signs for upstreams would be accepted back at the gateway, "
+                "from any upstream that saw one; give token swap an issuer of its own"
+            )
         return self
 
 

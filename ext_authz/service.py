@@ -35,7 +35,9 @@ from ext_authz.denial_audit import DenialAudit
 from servicekit.audit import AuditSink
 from servicekit.span_export import SpanExporter
 from servicekit.trace_context import call_traceparent
+from servicekit.check_contract import PRINCIPAL_HEADER
 from servicekit.check_contract import USER_ID_HEADER as USER_ID_HEADER
+from ext_authz.tokens.principal import token_principal
 
 log = structlog.get_logger(component="ext_authz")
 
@@ -58,7 +60,8 @@ class Authorizer:
     ) -> None:
         self._verifier = verifier
         self._issuers = issuers
-        self.claim_header_names = frozenset(name for issuer in issuers.values() for name in issuer.claim_headers)
+        self.claim_header_names = frozenset(name for issuer in issuers.values() for name in issuer.claim_headers) | {PRINCIPAL_HEADER}
+        """Every identity header a token may fill: one it filled none of is removed upstream."""
         self._mirror = mirror
         self._clock = clock
         self._identities: dict[tuple[bytes, str], tuple[dict[str, str], list[str]]] = {}
@@ -67,9 +70,22 @@ class Authorizer:
         """The clock revocation is judged by; the token-age step reads the same one."""
         return self._clock()
 
-    async def decide(self, headers: Mapping[str, str], extensions: Mapping[str, str]) -> tuple[dict[str, str], Any]:
+    @property
+    def issuer_names(self) -> frozenset[str]:
+        """The issuers this service trusts: a route naming another is refused (``credential``)."""
+        return frozenset(self._issuers)
+
+    async def decide(
+        self, headers: Mapping[str, str], extensions: Mapping[str, str], accepted: frozenset[str] | None = None
+    ) -> tuple[dict[str, str], Any]:
+        """``accepted``: the route's ``auth.issuers`` (the HTTP check parses them once per
+        route table); None reads them from ``extensions`` (gRPC), where absent means all."""
         token = await self._verifier.verify(headers.get("authorization"))
+        if accepted is None:
+            accepted = accepted_issuers(extensions)
         try:
+            if accepted is not None and token.issuer not in accepted:
+                raise TokenError("issuer_not_accepted", "this route does not accept tokens of the token's issuer")
             if self._mirror is not None:
                 self._mirror.enforce(token.jti, token.subject or "", self._clock())
             check_requirements(token.claims, extensions)
@@ -84,7 +100,7 @@ class Authorizer:
         if cached is None:
             if len(self._identities) >= RESPONSE_CACHE_SIZE:
                 self._identities.clear()
-            cached = self._identities[key] = claim_headers(token.claims, issuer.claim_headers)
+            cached = self._identities[key] = with_principal(token.issuer, *claim_headers(token.claims, issuer.claim_headers))
         identity, dropped = cached
         if dropped:
             log.warning("claims_not_forwarded", issuer=token.issuer, claims=dropped, reason="unsafe value")
@@ -93,6 +109,21 @@ class Authorizer:
                 error.subject, error.jti = None, token.jti
                 raise error
         return identity, token
+
+
+def accepted_issuers(extensions: Mapping[str, str]) -> frozenset[str] | None:
+    """A route's ``auth.issuers`` from its context extensions (space-separated); None: any."""
+    names = extensions.get("issuers")
+    return frozenset(names.split()) if names else None
+
+
+def with_principal(issuer: str, identity: dict[str, str], dropped: list[str]) -> tuple[dict[str, str], list[str]]:
+    """The claim headers and, when the user id was forwarded, the caller's principal: the id
+    qualified by its issuer (``PRINCIPAL_HEADER``)."""
+    user_id = identity.get(USER_ID_HEADER)
+    if user_id is not None:
+        identity[PRINCIPAL_HEADER] = token_principal(issuer, user_id)
+    return identity, dropped
 
 
 class AuthorizationService(external_auth_pb2_grpc.AuthorizationServicer):  # type: ignore[misc]

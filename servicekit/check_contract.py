@@ -11,9 +11,17 @@ from __future__ import annotations
 
 from typing import Final
 
-IDENTITY_HEADERS: Final = ("x-user-id", "x-user-role", "x-scope", "x-consumer")
+IDENTITY_HEADERS: Final = ("x-user-id", "x-user-role", "x-scope", "x-consumer", "x-principal")
 """Set only by the check, from a verified token's claims or an API key's consumer."""
 USER_ID_HEADER: Final = IDENTITY_HEADERS[0]
+"""The user id as its source knows it (a token's mapped claim, ``sub`` by default, or an API
+key's consumer): what upstreams have always read. Not unique across sources: issuer A's
+``123``, issuer B's ``123`` and a consumer named ``123`` share it."""
+PRINCIPAL_HEADER: Final = IDENTITY_HEADERS[4]
+"""The caller named with its source (``ext_authz/tokens/principal.py``): ``jwt;<issuer,
+percent-encoded>;<user id>`` or ``apikey;<consumer>``. No two principals share it, so
+everything keyed per caller keys on it: ``user`` rate limits, ``varyByUser`` cache entries,
+and an upstream that serves callers of more than one source should authorize on it."""
 INTERNAL_PREFIX: Final = "x-gatehouse-"
 """Headers between Gatehouse's own parts (the route's name for the check, a waiting room's
 ticket, the cache's freshness): never a client's, never a route's."""

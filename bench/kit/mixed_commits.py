@@ -280,6 +280,12 @@ class MixedScenario:
 
     # -- targets -------------------------------------------------------------------------------
 
+    @staticmethod
+    def namespaces(commits: int) -> list[str]:
+        """Every namespace ``commits`` mixed commits may create, for the Git source's binding
+        (``sources.git[].namespaces``): the first one, and at most one per op of a commit."""
+        return [f"team-{k}" for k in range(1 + 3 * commits)]
+
     def _new_namespace_route(self, rev: str) -> OwnRoute:
         k = self._namespaces
         self._namespaces += 1

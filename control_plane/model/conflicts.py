@@ -5,6 +5,12 @@ match (path form and text, methods, header conditions) on overlapping hosts (a h
 route overlaps every host). The winner is, in order: a Git route over a Kubernetes one
 (Git is reviewed config), then the oldest object (as Gateway API does), then the smaller
 namespace/name. Losers are left out of the config and reported on their own object.
+
+A Git route can claim only the namespaces its source is bound to
+(``model/namespace_binding.py``), so when it wins over a Kubernetes Route of the same id
+both were written by that namespace's owners, and the reviewed one is served. It is never
+silent: the Kubernetes object gets ``Accepted=False`` (``Conflict``, naming the Git file),
+and the Git source logs and lists the replacement (``sources/git_feedback.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ class Conflict:
     winner: Route
 
     @property
+    def same_id(self) -> bool:
+        return self.loser.id == self.winner.id
+
+    @property
     def message(self) -> str:
+        if self.same_id and self.loser.origin.source != self.winner.origin.source:
+            return (
+                f"{self.winner.id} is also defined by {self.winner.origin}, which wins "
+                f"({self.winner.origin.source} over {self.loser.origin.source}); this one is not served"
+            )
         return f"conflicts with {self.winner.id} ({self.winner.origin}), which claims the same hosts and match"
 
 

@@ -10,6 +10,13 @@ would (hosts, then most specific first), the public route that would take it, so
 route's status and ``gatehouse validate`` can warn. ``match.otherMethods: reject``
 answers 405 instead (``translator/method_guard.py``), which closes the method case.
 
+Spellings of the route's path that Envoy does not match but an upstream may read as it
+(``/Admin/x``, ``/admin;p/x``: ``path_variants``) are sampled the same way. When one
+reaches a public route the gateway refuses every such variant of the route (400,
+``translator/variant_guard.py``, from ``variant_takers``), so there is nothing to warn
+about; only a route whose variants cannot be refused that way (a template too complex
+for one Envoy regex) is warned about, as for a method.
+
 Routes are indexed by their path's first segment (exact paths and templates) and kept in
 one short list otherwise (prefixes, ``/**``, regexes), so each sample looks at the routes
 that could match it, not at every route.
@@ -27,6 +34,7 @@ import re2
 
 from control_plane.model.ordering import specificity_key
 from control_plane.model.paths import PathKind
+from control_plane.model.path_variants import guardable, sample_paths
 from control_plane.model.route import Route
 
 _OTHER_METHODS = ("POST", "PUT", "DELETE", "PATCH", "GET")
@@ -110,6 +118,13 @@ def _samples(route: Route) -> list[Sample]:
     return found
 
 
+def _variant_samples(route: Route) -> list[Sample]:
+    """Requests on a spelling of the route's path that Envoy does not match (path_variants)."""
+    method = route.spec.match.methods[0] if route.spec.match.methods else "GET"
+    own = _Matcher(route)  # a raw prefix ``/ad`` takes ``/ad;p`` itself: not a variant
+    return [Sample(path, method, f"{method} {path} ({why})") for path, why in sample_paths(route) if not own.takes(path)]
+
+
 def _hosts(route: Route) -> frozenset[str]:
     hosts = frozenset(route.spec.hosts)
     return frozenset() if "*" in hosts else hosts
@@ -159,18 +174,32 @@ class FallThroughs:
                 candidates.append((rank, specificity_key(route), route))
         return min(candidates, key=lambda c: (c[0], c[1]))[2] if candidates else None
 
+    def _public_takers(self, route: Route, samples: list[Sample]) -> list[tuple[Sample, Route]]:
+        """Each sample that the first route to take it, other than ``route``, serves publicly."""
+        hosts = sorted(_hosts(route))
+        host = next((h for h in hosts if not h.startswith("*.")), None) if hosts else None
+        found = []
+        for sample in samples:
+            taker = self._first(sample, host, route)
+            if taker is not None and not taker.spec.auth.required and taker.spec.disabled is None:
+                found.append((sample, taker))
+        return found
+
+    def variant_takers(self, route: Route) -> list[tuple[Sample, Route]]:
+        """The public routes that variants of ``route``'s path (letter case, ``;``
+        parameters) reach, for a route that asks for a token; empty: nothing to refuse."""
+        if not route.spec.auth.required or route.spec.disabled is not None:
+            return []
+        return self._public_takers(route, _variant_samples(route))
+
     def of(self, route: Route) -> list[str]:
         """Warnings for ``route`` (a route that asks for a token): each request it does not
         take that a public route would take, naming both."""
         if not route.spec.auth.required or route.spec.disabled is not None:
             return []
-        hosts = sorted(_hosts(route))
-        host = next((h for h in hosts if not h.startswith("*.")), None) if hosts else None
+        samples = _samples(route) + ([] if guardable(route) else _variant_samples(route))
         warnings = []
-        for sample in _samples(route):
-            taker = self._first(sample, host, route)
-            if taker is None or taker.spec.auth.required or taker.spec.disabled is not None:
-                continue
+        for sample, taker in self._public_takers(route, samples):
             warnings.append(
                 f"{sample.why} falls through to the public route {taker.id}, which serves it with no token checked"
                 + ("; set match.otherMethods: reject to answer 405" if "method" in sample.why else "")

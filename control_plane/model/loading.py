@@ -81,6 +81,9 @@ class Documents:
     routes: list[Route] = field(default_factory=list)
     grants: list[ReferenceGrant] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    refused: list[Problem] = field(default_factory=list)
+    """Valid documents left out for the namespace they claim (``namespace_binding.py``):
+    unlike ``problems``, they do not stop the rest from being served."""
 
 
 def parse_documents(text: str | bytes, origin: Origin) -> Documents:

@@ -11,6 +11,7 @@ from pathlib import Path
 from control_plane.errors import Problem
 from control_plane.heap import collector_paused
 from control_plane.model.loading import Documents, duplicate_problems, parse_documents
+from control_plane.model.namespace_binding import NamespaceBinding, bind_documents
 from control_plane.model.route import Origin, Route
 from control_plane.sources.git import ROUTE_SUFFIXES
 
@@ -21,8 +22,12 @@ def route_files(path: Path) -> list[Path]:
     return [path]
 
 
-def load_documents_path(path: Path) -> Documents:
-    """Every Route and ReferenceGrant under ``path``, and every problem, as Git would see them."""
+def load_documents_path(path: Path, binding: NamespaceBinding | None = None) -> Documents:
+    """Every Route and ReferenceGrant under ``path``, and every problem, as Git would see them.
+
+    With a source's ``binding`` (``path`` standing for the source's path), documents
+    claiming a namespace their file may not are left out and listed in ``refused``;
+    without one, namespaces are not judged."""
     found = Documents()
     if not path.exists():
         found.problems.append(Problem(str(path), "", "no such file or directory"))
@@ -37,6 +42,9 @@ def load_documents_path(path: Path) -> Documents:
                 continue
             location = str(file.relative_to(base)) if path.is_dir() else str(file)
             one = parse_documents(text, Origin("file", location))
+            if binding is not None:
+                one, refused = bind_documents(one, binding, location)
+                found.refused.extend(refused)
             found.routes.extend(one.routes)
             found.grants.extend(one.grants)
             found.problems.extend(one.problems)

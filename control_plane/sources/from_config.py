@@ -4,12 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from control_plane.config import ControlPlaneConfig
+import structlog
+
+from control_plane.config import ControlPlaneConfig, GitRepo
+from control_plane.model.namespace_binding import NamespaceBinding
 from control_plane.sources.base import EndpointSource, RouteSource, Source
 from control_plane.sources.git import GitSettings, GitSource
+from control_plane.sources.kubernetes.endpoint_trust import EndpointSliceTrust
 from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from servicekit.audit import AuditSink
+
+log = structlog.get_logger(component="control_plane")
 
 
 @dataclass(frozen=True)
@@ -25,7 +31,24 @@ class Sources:
     """The cluster source, which also shares the breaker board between replicas."""
 
 
+def git_binding(config: ControlPlaneConfig, index: int) -> NamespaceBinding:
+    """The namespaces the files of ``sources.git[index]`` may claim."""
+    repo = config.sources.git[index]
+    return NamespaceBinding.of(f"sources.git[{index}]", repo.namespaces, repo.namespaces_by_path)
+
+
+def _warn_unbound(index: int, repo: GitRepo) -> None:
+    if repo.namespaces is None:
+        log.warning(
+            "git_source_unbound", source=repo.name,
+            detail=f"sources.git[{index}].namespaces is not set: its files may claim only namespace 'default'; "
+                   "list the namespaces this repository may claim",
+        )
+
+
 def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sources:
+    for index, repo in enumerate(config.sources.git):
+        _warn_unbound(index, repo)
     git = tuple(
         GitSource(
             GitSettings(
@@ -35,11 +58,12 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
                 path=repo.path,
                 poll_interval=repo.poll_interval.seconds,
                 fetch_timeout=repo.fetch_timeout.seconds,
+                binding=git_binding(config, index),
                 **({"cache_dir": config.resolve(repo.cache_dir)} if repo.cache_dir else {}),
             ),
             audit=audit,
         )
-        for repo in config.sources.git
+        for index, repo in enumerate(config.sources.git)
     )
     static = config.sources.static_endpoints
     files = (
@@ -61,6 +85,9 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
                     api_keys=kube.api_keys,
                     breaker_board=kube.breaker_board.config_map if kube.breaker_board else None,
                     route_acks=kube.route_acks.config_map if kube.route_acks else None,
+                    endpoint_trust=EndpointSliceTrust.from_lists(
+                        kube.endpoint_slices.trusted_managers, [str(r) for r in kube.endpoint_slices.address_ranges]
+                    ),
                     **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
                 )
             ),

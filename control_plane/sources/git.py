@@ -2,7 +2,9 @@
 
 Each commit is taken whole or not at all. Files may also hold ReferenceGrant documents
 (``model/reference_grants.py``), which count for this source's routes only. An invalid file keeps the last good commit
-live and leaves an error naming the commit, file, line, field and reason. Files are
+live and leaves an error naming the commit, file, line, field and reason. A document
+claiming a namespace the source is not bound to (``model/namespace_binding.py``) is
+refused alone, named the same way, and the rest of the commit serves. Files are
 parsed once per content (path + blob id), so a commit that changes one file re-parses
 one file and yields the same Route objects for the rest.
 """
@@ -22,10 +24,13 @@ from control_plane import metrics
 from control_plane.errors import Problem, SourceError
 from control_plane.heap import collector_paused
 from control_plane.model.loading import Documents, duplicate_problems, parse_documents
+from control_plane.model.namespace_binding import NamespaceBinding, bind_documents
 from control_plane.model.references import ReferenceGrant
 from control_plane.model.route import Origin, Route
 from control_plane.sources.base import PublishRoutes, RouteFeedback, RouteSet
+from control_plane.sources.git_feedback import GitFeedback
 from control_plane.sources.git_cli import TreeEntry, git, list_tree, read_blobs
+from control_plane.sources.git_url_redaction import redact_text, redact_url
 from servicekit.audit import CONFIG_APPLIED, CONFIG_REJECTED, INSTANCE, AuditEvent, AuditSink, LogAuditSink
 
 log = structlog.get_logger(component="source.git")
@@ -58,17 +63,21 @@ class GitSettings:
     poll_interval: float = 1.0
     fetch_timeout: float = 30.0
     cache_dir: Path = Path.home() / ".cache" / "gatehouse" / "git"
+    binding: NamespaceBinding = NamespaceBinding("sources.git", None)
+    """The namespaces its files may claim; by default only ``default``."""
 
 
 class GitSource:
     """A route source. Git routes have no object to write a status on: conflicts and
     references no grant permits are logged and listed in /status by the control plane,
-    NACKs reported there and in metrics."""
-
-    feedback: RouteFeedback | None = None
+    NACKs reported there and in metrics; the Kubernetes Routes its routes replace are
+    listed in its own /status entry (``git_feedback.py``)."""
 
     def __init__(self, settings: GitSettings, *, audit: AuditSink | None = None) -> None:
         self.name = settings.name
+        self._feedback = GitFeedback(settings.name)
+        self._refused: list[Problem] = []
+        """Documents of the served commit refused for the namespace they claim."""
         self._audit = audit or LogAuditSink()
         self._settings = settings
         key = hashlib.sha256(f"{settings.repo}\0{settings.branch}".encode()).hexdigest()[:16]
@@ -86,6 +95,10 @@ class GitSource:
         self._publish: PublishRoutes | None = None
         self.synced = asyncio.Event()
         """Set once the first commit has been applied or rejected."""
+
+    @property
+    def feedback(self) -> RouteFeedback | None:
+        return self._feedback
 
     async def run_routes(self, publish: PublishRoutes) -> None:
         self._publish = publish
@@ -132,22 +145,27 @@ class GitSource:
         if not (self._mirror / "HEAD").exists():
             self._mirror.mkdir(parents=True, exist_ok=True)
             await git("init", "--bare", "--quiet", str(self._mirror))
-        await git(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--force",
-            self._settings.repo,
-            f"+{self._ref}:{self._ref}",
-            cwd=self._mirror,
-            timeout=self._settings.fetch_timeout,
-        )
+        try:
+            await git(
+                "fetch",
+                "--quiet",
+                "--no-tags",
+                "--force",
+                self._settings.repo,
+                f"+{self._ref}:{self._ref}",
+                cwd=self._mirror,
+                timeout=self._settings.fetch_timeout,
+            )
+        except SourceError as exc:
+            # git's stderr may echo the URL, credentials and all: the message goes to
+            # /status, the log and POST /sync's answer.
+            raise SourceError(redact_text(str(exc), self._settings.repo), transient=exc.transient) from None
 
     async def _load(self, commit: str, seen_at: float) -> SyncResult:
         entries = [e for e in await list_tree(self._mirror, commit, self._settings.path) if e.path.endswith(ROUTE_SUFFIXES)]
         missing = [e for e in entries if (e.path, e.blob) not in self._files]
         contents = await read_blobs(self._mirror, sorted({e.blob for e in missing}))
-        files, routes, grants, problems = await asyncio.to_thread(self._assemble, entries, missing, contents, commit)
+        files, routes, grants, problems, refused = await asyncio.to_thread(self._assemble, entries, missing, contents, commit)
         self._files = files
         if problems:
             result = SyncResult(commit, accepted=False, changed=True, problems=problems)
@@ -171,6 +189,7 @@ class GitSource:
         self._accepted_routes = len(routes)
         self._accepted_grants = len(grants)
         self._rejected = None
+        self._refuse(commit, refused)
         metrics.SOURCE_SYNCS.labels(self.name, "applied").inc()
         metrics.ROUTES_LOADED.labels(self.name).set(len(routes))
         log.info("git_commit_applied", source=self.name, commit=commit, routes=len(routes))
@@ -184,32 +203,52 @@ class GitSource:
 
     def _assemble(
         self, entries: list[TreeEntry], missing: list[TreeEntry], contents: dict[str, bytes], commit: str
-    ) -> tuple[dict[tuple[str, str], Documents], list[Route], list[ReferenceGrant], list[Problem]]:
+    ) -> tuple[dict[tuple[str, str], Documents], list[Route], list[ReferenceGrant], list[Problem], list[Problem]]:
         """Parse the new files and put the commit together, in a worker thread: at 10k
-        routes even the duplicate check held the event loop for 140 ms."""
+        routes even the duplicate check held the event loop for 140 ms. The last list: the
+        documents refused for the namespace they claim (they do not stop the commit)."""
         with collector_paused():
             parsed = {
                 (entry.path, entry.blob): parse_documents(contents[entry.blob], Origin("git", entry.path, commit))
                 for entry in missing
             }
             files = {(e.path, e.blob): self._files.get((e.path, e.blob)) or parsed[(e.path, e.blob)] for e in entries}
-            routes = [route for found in files.values() for route in found.routes]
-            grants = [grant for found in files.values() for grant in found.grants]
-            problems = [problem for found in files.values() for problem in found.problems]
+            bound: list[Documents] = []
+            refused: list[Problem] = []
+            for (path, _), found in files.items():
+                kept, refusals = bind_documents(found, self._settings.binding, self._relative(path))
+                bound.append(kept)
+                refused.extend(refusals)
+            routes = [route for found in bound for route in found.routes]
+            grants = [grant for found in bound for grant in found.grants]
+            problems = [problem for found in bound for problem in found.problems]
             problems.extend(duplicate_problems(routes))
             problems.extend(duplicate_problems(grants, "ReferenceGrant"))
-        return files, routes, grants, problems
+        return files, routes, grants, problems, refused
+
+    def _relative(self, path: str) -> str:
+        """A tree path relative to the source's ``path`` (what ``namespacesByPath`` names)."""
+        root = self._settings.path.strip("/")
+        return path[len(root) + 1 :] if root and path.startswith(root + "/") else path
+
+    def _refuse(self, commit: str, refused: list[Problem]) -> None:
+        """Log the applied commit's refused documents when they change; /status lists them."""
+        if [str(p) for p in refused] != [str(p) for p in self._refused] and refused:
+            log.error("git_documents_refused", source=self.name, commit=commit, problems=[str(p) for p in refused])
+        self._refused = refused
 
     def status(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "kind": "git",
-            "repo": self._settings.repo,
+            "repo": redact_url(self._settings.repo),
             "branch": self._settings.branch,
             "path": self._settings.path,
             "serving": self._accepted or None,
             "routes": self._accepted_routes,
             "reference_grants": self._accepted_grants,
+            "refused": [str(p) for p in self._refused] or None,
+            "replaces": self._feedback.replaces() or None,
             "latest": self._seen or None,
             "rejected": self._rejected.as_dict() if self._rejected else None,
             "error": self._last_error or None,

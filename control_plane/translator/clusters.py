@@ -25,6 +25,7 @@ from control_plane.model.timeouts import CONNECT_TIMEOUT_MS
 from control_plane.translator.back_pressure import UPSTREAM_CODEC_FILTER, UPSTREAM_CODEC_TYPE, upstream_http_filters
 from control_plane.translator.messages import Cluster, parse
 from control_plane.translator.names import ClusterRef
+from control_plane.translator.cache_key import host_filter
 from control_plane.translator.response_cache import cache_ttl_filter
 
 CONNECT_TIMEOUT = format_duration_ms(CONNECT_TIMEOUT_MS)
@@ -234,8 +235,9 @@ def cluster(ref: ClusterRef, policy: ClusterPolicy = DEFAULT_POLICY) -> Cluster:
             else [{"name": UPSTREAM_CODEC_FILTER, "typed_config": {"@type": UPSTREAM_CODEC_TYPE}}]
         )
         if policy.cache:
-            # First: it sees the answer last, after admission control has counted it.
-            filters = [cache_ttl_filter(), *filters]
+            # First: it sees the answer last, after admission control has counted it. Then
+            # the client's host back on a per-user entry's request (cache_key).
+            filters = [cache_ttl_filter(), host_filter(), *filters]
         data["typed_extension_protocol_options"] = {
             HTTP_PROTOCOL_OPTIONS: {
                 "@type": HTTP_PROTOCOL_OPTIONS_TYPE,

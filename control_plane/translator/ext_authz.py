@@ -129,6 +129,7 @@ def requirements(route: Route, policy: policy_pb2.RoutePolicy) -> None:
     if not auth.required:
         policy.auth.public = True
         return
+    policy.auth.issuers.extend(auth.issuers or ())
     policy.auth.audiences.extend(auth.audiences)
     policy.auth.scopes.extend(auth.scopes)
     policy.auth.roles.extend(auth.roles)
@@ -148,6 +149,8 @@ def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str
         body = body_check_settings(route)
         return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": body} if body else None
     extensions = {"route": route.id}
+    if auth.issuers:
+        extensions["issuers"] = " ".join(auth.issuers)
     if auth.audiences:
         extensions["audiences"] = " ".join(auth.audiences)
     if auth.scopes:
@@ -157,12 +160,21 @@ def per_route(route: Route, settings: GatewaySettings | None = None) -> dict[str
     return {"@type": EXT_AUTHZ_PER_ROUTE_TYPE, "check_settings": {"context_extensions": extensions}}
 
 
+REQUIRE_AUDIENCE = (
+    "auth.audiences: the route reads tokens and names no audience, and this gateway requires one "
+    "(extAuthz.requireAudience; Helm: extAuthz.requireAudience): without one, a token collected by any backend "
+    "(another tenant's) replays here; list the audiences this route's tokens are issued for"
+)
+
+
 def refusals(route: Route, settings: GatewaySettings) -> list[str]:
     """A route that requires a credential on a gateway with no check to verify it: refused,
-    never served open."""
+    never served open. With ``requireAudience``, one that reads tokens and names no audience."""
     auth = route.spec.auth
-    if not auth.required or settings.ext_authz is not None:
+    if not auth.required:
         return []
+    if settings.ext_authz is not None:
+        return [REQUIRE_AUDIENCE] if settings.ext_authz.require_audience and auth.jwt and not auth.audiences else []
     credential = "an API key" if not auth.jwt else "a token or an API key" if auth.api_keys else "a token"
     return [
         f"auth: the route requires {credential}, and this gateway has no authorization check to verify it; "

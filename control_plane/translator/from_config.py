@@ -27,6 +27,7 @@ def gateway_settings(config: ControlPlaneConfig, gateway: Gateway) -> GatewaySet
             forward_headers=tuple(h.lower() for h in config.ext_authz.forward_headers),
             public_route_limits=config.ext_authz.public_route_limits,
             features=None if config.ext_authz.features is None else frozenset(config.ext_authz.features),
+            require_audience=config.ext_authz.require_audience,
         )
     rate_limit = None
     if config.rate_limit is not None:

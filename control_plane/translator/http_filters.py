@@ -23,7 +23,7 @@ from control_plane.translator.latency_stamps import AuthStamp, RateLimitStamp
 from control_plane.translator.load_shedding import LoadShedding
 from control_plane.translator.ratelimit import GlobalRateLimit
 from control_plane.translator.request_limits import RequestLimits
-from control_plane.translator.response_cache import CacheRequest, CacheUserGuard, ResponseCache
+from control_plane.translator.response_cache import CacheKey, CacheRequest, CacheUserGuard, ResponseCache
 from control_plane.translator.response_headers import ResponseHeaders
 from control_plane.translator.route_identity import RouteIdentity
 from control_plane.translator.router import Router
@@ -83,9 +83,11 @@ HTTP_FEATURES: tuple[HttpFeature, ...] = (
     # The response cache, on only for routes with `cache`: after authentication and the
     # rate limits (a cached answer is still authenticated and counted), and the only
     # filter before the router, as Envoy recommends; just before it, what the cache needs
-    # from the route, as request headers, and for varyByUser routes the guard that refuses
-    # a request without a verified user id (response_cache says why).
+    # from the route, as request headers, and for varyByUser routes the entry's key (the
+    # verified caller, on the host) and the guard that refuses a request without a
+    # verified caller (response_cache says why).
     CacheRequest(),
+    CacheKey(),
     CacheUserGuard(),
     ResponseCache(),
     # The router ends the chain: it sends the request upstream.

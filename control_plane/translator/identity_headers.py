@@ -1,11 +1,14 @@
 """Identity headers: client-sent copies of what ext_authz sets are removed, on every route.
 
-(The response cache's internal request headers, ``CACHE_HEADERS``, and the query parameter
-its per-user entries are keyed by, ``CACHE_USER_QUERY``, too: a client naming a user there
-would read or plant that user's cached answers on any route of the same path.)
+(The response cache's internal request header, ``CACHE_HEADERS``, too: a client's copy
+would set an answer's Cache-Control.)
 
-``header_mutation`` removes client-sent ``x-user-id``, ``x-user-role``, ``x-scope`` and ``x-consumer`` (any
-case, every copy) on every route, public or not, with or without ext_authz. Route-level
+Only headers: the query is never touched here. Envoy's ``query_parameter_mutations``
+re-serialize the whole query from decoded parameters (``%26`` becomes ``&``, a new
+parameter), so nothing in the chain uses them (docs/routes.md, "What reaches the upstream").
+
+``header_mutation`` removes client-sent ``x-user-id``, ``x-user-role``, ``x-scope``, ``x-consumer``
+and ``x-principal`` (any case, every copy) on every route, public or not, with or without ext_authz. Route-level
 header removal would run too late: ext_authz and other filters would already have seen the
 forged values.
 """
@@ -24,9 +27,6 @@ from servicekit.check_contract import USER_ID_HEADER as USER_ID_HEADER
 CACHE_HEADERS = ("x-gatehouse-cache-control",)
 """What a cached route tells its cluster's upstream filter (``response_cache``); a
 client's copy would set an answer's Cache-Control, so it is removed too."""
-CACHE_USER_QUERY = "x-gatehouse-cache-user"
-"""The query parameter keying a ``varyByUser`` cache entry (``response_cache``): only the
-route's own mutation, after the check verified the user, may set it."""
 HEADER_MUTATION_FILTER = "envoy.filters.http.header_mutation"
 
 
@@ -40,7 +40,6 @@ def identity_header_filter(settings: GatewaySettings | None = None) -> dict[str,
             "@type": HEADER_MUTATION_TYPE,
             "mutations": {
                 "request_mutations": [{"remove": name} for name in names],
-                "query_parameter_mutations": [{"remove": CACHE_USER_QUERY}],
             },
         },
     }

@@ -35,10 +35,18 @@ def http_connection_manager(settings: GatewaySettings) -> dict[str, Any]:
         "http_filters": http_filters(settings),
         # The gateway is the edge: the client address is the peer, never a forwarded header.
         "use_remote_address": True,
-        # One canonical path before matching, so /a/../admin or //admin cannot dodge a route.
+        # What reaches the upstream (docs/routes.md): the path Envoy matched, checked and
+        # forwards is one and the same, each setting on purpose.
+        # RFC 3986 normalization before matching, so /a/../admin cannot dodge a route; it
+        # also decodes escaped unreserved characters (%41 is A) and upper-cases other escapes.
+        # Only the path: the query is never normalized.
         "normalize_path": True,
+        # //admin is /admin: an upstream that merges slashes must not see another route's path.
         "merge_slashes": True,
-        "path_with_escaped_slashes_action": "UNESCAPE_AND_REDIRECT",
+        # %2F and %5C in the path: 400. The upstream may decode them into separators the
+        # route did not match; unescaping (or redirecting to the unescaped path) would change
+        # the path's meaning behind the client's back, so the client is told instead.
+        "path_with_escaped_slashes_action": "REJECT_REQUEST",
         "strip_any_host_port": True,
         # `api.example.com.` is api.example.com (RFC 1034's absolute name): without this it
         # matched no named host and fell to a host-less route, past the host's own auth.

@@ -22,6 +22,7 @@ from envoy.extensions.filters.http.cache.v3 import cache_pb2  # noqa: F401
 from envoy.extensions.filters.http.ext_authz.v3 import ext_authz_pb2  # noqa: F401
 from envoy.extensions.filters.http.header_mutation.v3 import header_mutation_pb2  # noqa: F401
 from envoy.extensions.filters.http.local_ratelimit.v3 import local_rate_limit_pb2  # noqa: F401
+from envoy.extensions.filters.http.lua.v3 import lua_pb2  # noqa: F401
 from envoy.extensions.filters.http.ratelimit.v3 import rate_limit_pb2  # noqa: F401
 from envoy.extensions.filters.http.rbac.v3 import rbac_pb2  # noqa: F401
 from envoy.extensions.filters.http.router.v3 import router_pb2  # noqa: F401

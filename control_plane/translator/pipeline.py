@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from google.protobuf.json_format import ParseError
 
@@ -35,6 +35,7 @@ from control_plane.translator.names import ROUTE_CONFIG_NAME, ClusterRef
 from control_plane.translator.route_entries import cluster_refs, route_entries
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.virtual_hosts import route_configuration
+from control_plane.translator.variant_guard import variant_guards
 
 
 
@@ -204,6 +205,9 @@ class RouteTranslator:
             cached = self._entries.get(key) or _translate_route(guard, self._settings, None, now)
             translated[guard] = self._entries[key] = cached
         self._warn_fall_throughs(served, guards, problems)
+        # Letter-case and ';' spellings of a protected path that would reach a public route: 400, right after it.
+        for route, refusing in variant_guards([*served, *guards], served, self._settings).items():
+            translated[route] = replace(translated[route], encoded=translated[route].encoded + refusing)
         self.problems = problems
         ordered = sorted(translated, key=lambda route: translated[route].sort_key)
 

@@ -3,9 +3,9 @@ ratelimit_svc enforces (delivered over xDS as gatehouse.policy.v1.RoutePolicy).
 
 Each of a route's ``rateLimits`` becomes one Envoy ``rate_limits`` entry whose descriptor
 is ``[("limit", "<route id>#<index>"), (<key kind>, <value>)]``: the limit id names the
-route and the policy; the second entry carries the key (the ``x-user-id`` ext_authz set,
+route and the policy; the second entry carries the key (the ``x-principal`` ext_authz set,
 the client address, an API key or another header). A request without the key (no
-``x-user-id`` on a public route, say) sends no descriptor for that limit.
+``x-principal`` on a public route, say) sends no descriptor for that limit.
 
 Envoy's own ``X-RateLimit-*`` generation stays off and no ``x-envoy-ratelimited`` header is
 added: ratelimit_svc computes ``X-RateLimit-Limit/Remaining/Reset`` and ``Retry-After``
@@ -29,14 +29,15 @@ from control_plane.translator.service_clusters import grpc_service_cluster
 from control_plane.translator.settings import GatewaySettings
 from control_plane.translator.settings import RateLimitSettings as RateLimitSettings
 from servicekit.protos.gatehouse.policy.v1 import policy_pb2
-from servicekit.check_contract import USER_ID_HEADER
+from servicekit.check_contract import PRINCIPAL_HEADER
 
 RATELIMIT_FILTER = "envoy.filters.http.ratelimit"
 RATELIMIT_TYPE = "type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimit"
 RATELIMIT_CLUSTER = "gatehouse_ratelimit"
 DOMAIN = "gatehouse"
 LIMIT_ENTRY = "limit"
-USER_HEADER = USER_ID_HEADER
+USER_HEADER = PRINCIPAL_HEADER
+"""``user`` limits count per principal (the user id with its source), never per bare id."""
 
 
 def ratelimit_filter(settings: RateLimitSettings) -> dict[str, Any]:

@@ -22,23 +22,23 @@ route travels in request headers, set by ``CacheRequest`` just before the cache 
 A client's copy of that header is removed on every route with the identity headers.
 
 Who is cached. A public route: one entry per URL. A route that requires a token only
-with ``varyByUser``: one entry per URL and verified user. Envoy's cache keys an entry on
-scheme, host, path and query, and never serves nor stores a request that carries
-``Authorization``; Vary-keyed entries (``allowed_vary_headers``) crash Envoy 1.40 (a
-segfault on the first such answer, checked), so no Vary is allowed and an answer whose
-upstream sends ``Vary`` is passed through, never kept. So for ``varyByUser``, after
-ext_authz has verified the token and set ``x-user-id``, ``CacheRequest`` also:
+with ``varyByUser``: one entry per URL and verified caller. Envoy's cache keys an entry on
+scheme, host (``:authority``) and the raw ``:path`` with its query, byte for byte, and
+never serves nor stores a request that carries ``Authorization``; Vary-keyed entries
+(``allowed_vary_headers``) crash Envoy 1.40 (a segfault on the first such answer,
+checked), so no Vary is allowed and an answer whose upstream sends ``Vary`` is passed
+through, never kept. So for ``varyByUser``, after ext_authz has verified the token and
+set the caller (``cache_key.KEY_HEADER``):
 
-- puts the verified user id into the query as ``USER_QUERY`` (a client's copy was removed
-  on every route at the start of the chain, ``identity_headers``), so each user's answers
-  are their own entries and no other route's request can name them;
-- removes ``Authorization`` (already verified; the upstream gets the identity headers),
-  so the cache may serve and store the request;
+- ``CacheRequest`` removes ``Authorization`` (already verified; the upstream gets the
+  identity headers), so the cache may serve and store the request;
+- ``CacheKey`` keys the entry on ``<host>|<caller>``, a host no client can send
+  (``cache_key`` says why and how the upstream still gets the client's host). The query
+  is never touched: the upstream gets it byte for byte, on a hit's first miss too.
 
-``CacheUserGuard`` (RBAC, next) refuses such a request if it carries no ``x-user-id``
-(a token without the claim mapped to it), which would otherwise share one entry with
-every other such token: 403 ``user_required``. The cluster's upstream filter removes
-``USER_QUERY`` again, so the upstream sees the client's query unchanged.
+``CacheUserGuard`` (RBAC, next) refuses such a request if it carries no caller (a token
+without the claim mapped to it), which would otherwise share one entry with every other
+such token: 403 ``user_required``.
 
 Order: after ext_authz and the rate limits (a cached answer is still counted by the
 route's limits, and a later authenticated use of the cache could not skip the check),
@@ -52,10 +52,11 @@ from typing import Any
 from control_plane.model.route import Route
 from control_plane.model.timeouts import REQUEST_TIMEOUT_MS
 from control_plane.translator.feature import HttpFeature
-from control_plane.translator.identity_headers import CACHE_HEADERS, CACHE_USER_QUERY, ROUTE_HEADER, USER_ID_HEADER
+from control_plane.translator.identity_headers import CACHE_HEADERS, ROUTE_HEADER
 from control_plane.translator.local_replies import USER_REQUIRED_POLICY
 from control_plane.translator.messages import HEADER_MUTATION_TYPE
 from control_plane.translator.settings import GatewaySettings
+from control_plane.translator.cache_key import KEY_FILTER, KEY_HEADER, key_filter
 from servicekit.durations import format_duration_ms
 
 CACHE_FILTER = "envoy.filters.http.cache"
@@ -70,10 +71,6 @@ CACHE_TTL_FILTER = "gatehouse.cache_ttl"
 CACHE_USER_FILTER = "gatehouse.cache_user"
 RBAC_TYPE = "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC"
 RBAC_PER_ROUTE_TYPE = "type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBACPerRoute"
-USER_QUERY = CACHE_USER_QUERY
-"""The query parameter keying a ``varyByUser`` entry; never reaches the upstream. A client's
-copy is removed on every route, first thing (``identity_headers``), so no request but the
-verified user's own names that user's entries."""
 (TTL_HEADER,) = CACHE_HEADERS
 MAX_BODY_BYTES = 1 << 20
 """Larger answers are passed through, not kept: the cache is each Envoy's memory."""
@@ -117,7 +114,6 @@ def cache_ttl_filter() -> dict[str, Any]:
                     {"append": {"header": {"key": "cache-control", "value": f"%REQ({TTL_HEADER})%"},
                                 "append_action": "ADD_IF_ABSENT"}},
                 ],
-                "query_parameter_mutations": [{"remove": USER_QUERY}],
             },
         },
     }
@@ -151,11 +147,6 @@ def cache_request_per_route(route: Route) -> dict[str, Any]:
     mutations: dict[str, Any] = {"request_mutations": request}
     if cache.vary_by_user:
         request.append({"remove": "authorization"})
-        mutations["query_parameter_mutations"] = [
-            {"remove": USER_QUERY},
-            {"append": {"record": {"key": USER_QUERY, "value": f"%REQ({USER_ID_HEADER})%"},
-                        "action": "OVERWRITE_IF_EXISTS_OR_ADD"}},
-        ]
     return {"@type": HEADER_MUTATION_PER_ROUTE_TYPE, "mutations": mutations}
 
 
@@ -164,8 +155,8 @@ def cache_user_filter() -> dict[str, Any]:
 
 
 def cache_user_per_route() -> dict[str, Any]:
-    """Deny a request without the verified user id (see the module docstring)."""
-    absent = {"not_id": {"header": {"name": USER_ID_HEADER, "present_match": True}}}
+    """Deny a request without the verified caller (see the module docstring)."""
+    absent = {"not_id": {"header": {"name": KEY_HEADER, "present_match": True}}}
     return {
         "@type": RBAC_PER_ROUTE_TYPE,
         "rbac": {
@@ -189,8 +180,21 @@ class CacheRequest(HttpFeature):
         return cache_request_per_route(route) if caches(route, settings) else None
 
 
+class CacheKey(HttpFeature):
+    """``varyByUser`` routes only: one entry per caller (``cache_key``)."""
+
+    name = KEY_FILTER
+
+    def http_filter(self, settings: GatewaySettings) -> dict[str, Any] | None:
+        return key_filter() if settings.ext_authz is not None else None
+
+    def per_route(self, route: Route, settings: GatewaySettings) -> dict[str, Any] | None:
+        # An empty config turns on a filter the chain has off.
+        return {"@type": FILTER_CONFIG_TYPE, "config": {}} if by_user(route, settings) else None
+
+
 class CacheUserGuard(HttpFeature):
-    """``varyByUser`` routes only: no verified user id, no cache (403 ``user_required``)."""
+    """``varyByUser`` routes only: no verified caller, no cache (403 ``user_required``)."""
 
     name = CACHE_USER_FILTER
 

@@ -37,6 +37,9 @@ class ExtAuthzSettings:
     """What the check behind the address is configured for (``CHECK_FEATURES``); a route
     needing one it lacks is refused here. None: not declared, the check itself refuses
     (per route, fail closed) what it cannot serve."""
+    require_audience: bool = False
+    """A route that reads tokens must name ``auth.audiences``; one that names none is
+    refused (without an audience, a token collected by any backend replays on it)."""
 
     @property
     def decides_limits(self) -> bool:

@@ -145,7 +145,8 @@ def build_app(name: str) -> web.Application:
     app.router.add_route("GET", "/admin/fail", admin_fail)
     app.router.add_route("POST", "/admin/fail", admin_fail)
     app.router.add_route("DELETE", "/admin/fail", admin_fail)
-    app.router.add_route("*", "/{tail:.*}", echo)
+    # (?s): a path with an escaped line break (%0A) is echoed too, not a 404 of the router.
+    app.router.add_route("*", "/{tail:(?s:.*)}", echo)
     return app
 
 

@@ -17,8 +17,9 @@ On a route with ``auth.apiKeys`` (``AuthRequirements.api_keys``):
 - without one, a token as usual, unless the route takes keys only;
 - with neither: 401, ``WWW-Authenticate`` naming both schemes (``Bearer`` and ``ApiKey``).
 
-An accepted key sends ``x-user-id`` and ``x-consumer`` (the consumer) upstream, so ``user``
-limits count per consumer; ``consumers.allow``/``deny`` decide with 403. The key is never
+An accepted key sends ``x-user-id`` and ``x-consumer`` (the consumer) upstream, and
+``x-principal`` ``apikey;<consumer>``, which ``user`` limits count by: per consumer, and
+never together with a token's user of the same name; ``consumers.allow``/``deny`` decide with 403. The key is never
 logged or answered: denials name a reason code.
 """
 
@@ -36,7 +37,9 @@ from ext_authz.revocation.mirror import RevocationMirror
 from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from servicekit.check_contract import API_KEY_HEADER as API_KEY_HEADER
 from servicekit.check_contract import CONSUMER_HEADER as CONSUMER_HEADER
+from servicekit.check_contract import PRINCIPAL_HEADER
 from servicekit.check_contract import USER_ID_HEADER as USER_ID_HEADER
+from ext_authz.tokens.principal import key_principal
 
 KEY_PREFIX: Final = "ghk_"
 MAX_KEY_BYTES: Final = 256
@@ -110,7 +113,8 @@ class ApiKeyCheck:
 
     def decide(self, rule: KeyRule, headers: Mapping[str, str], now: float) -> tuple[dict[str, str], KeyCaller]:
         """(identity headers, caller), or ApiKeyError (401), ConsumerForbidden (403),
-        UnavailableError (503). The identity is ``x-user-id`` and ``x-consumer``."""
+        UnavailableError (503). The identity is ``x-user-id`` and ``x-consumer`` (the consumer)
+        and ``x-principal`` (``apikey;<consumer>``: never a token user's)."""
         presented = headers.get(API_KEY_HEADER)
         if not presented:
             raise ApiKeyError("missing_key", "an API key is required (x-api-key)")
@@ -129,7 +133,9 @@ class ApiKeyCheck:
         if identity is None:
             if len(self._identities) >= 10_000:
                 self._identities.clear()
-            identity = self._identities[consumer] = {USER_ID_HEADER: consumer, CONSUMER_HEADER: consumer}
+            identity = self._identities[consumer] = {
+                USER_ID_HEADER: consumer, CONSUMER_HEADER: consumer, PRINCIPAL_HEADER: key_principal(consumer)
+            }
         return identity, KeyCaller(digest, consumer)
 
 

@@ -16,12 +16,12 @@ from typing import Any
 
 from ext_authz import metrics
 from ext_authz.check.api_keys import KEYS_WITHOUT_STORE, ApiKeyCheck, KeyRule, denial_for, key_rule
-from ext_authz.check.steps import Call, CheckParts, header_lines
+from ext_authz.check.steps import Call, CheckParts, Refused, header_lines
 from ext_authz.denial_audit import DenialAudit
 from ext_authz.errors import AuthzError
 from ext_authz.responses import denial_parts
 from ext_authz.service import RESPONSE_CACHE_SIZE, Authorizer
-from servicekit.check_contract import HEADERS_TO_REMOVE, USER_ID_HEADER
+from servicekit.check_contract import HEADERS_TO_REMOVE, PRINCIPAL_HEADER
 from servicekit.http1_server import response
 from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 
@@ -29,9 +29,13 @@ from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 class Credential:
     gives_back = False
 
-    def __init__(self, route: str, requirements: Mapping[str, str], keys: KeyRule | None, parts: CheckParts) -> None:
+    def __init__(
+        self, route: str, requirements: Mapping[str, str], keys: KeyRule | None, parts: CheckParts, issuers: frozenset[str] | None = None
+    ) -> None:
         self._route = route
         self._requirements = requirements
+        self._issuers = issuers
+        """The route's ``auth.issuers``; None: every issuer this service trusts."""
         self._key_rule = keys
         self._authorizer = parts.need(Authorizer, "has no authorizer")
         self._keys = parts.get(ApiKeyCheck)
@@ -50,7 +54,7 @@ class Credential:
             values = list(getattr(policy.auth, name))
             if values:
                 requirements[name] = " ".join(values)
-        return cls(policy.route, requirements, rule, parts)
+        return cls(policy.route, requirements, rule, parts, route_issuers(policy.auth, parts))
 
     async def run(self, call: Call) -> bytes | None:
         try:
@@ -62,7 +66,7 @@ class Credential:
             status, lines, body = denial_for(rule, exc, call.request_id) if rule else denial_parts(exc, call.request_id)
             return response(status, lines, body)
         call.token = token
-        call.user = identity.get(USER_ID_HEADER)
+        call.user = identity.get(PRINCIPAL_HEADER)
         call.identity = self._lines(token.token_hash, token.issuer, identity)
         return None
 
@@ -73,7 +77,7 @@ class Credential:
         if rule is not None and ApiKeyCheck.applies(rule, headers):
             assert self._keys is not None  # for_route refuses keys without a store
             return self._keys.decide(rule, headers, time.time())
-        return await self._authorizer.decide(headers, self._requirements)
+        return await self._authorizer.decide(headers, self._requirements, self._issuers)
 
     def _lines(self, token_hash: bytes, issuer: str, identity: dict[str, str]) -> bytes:
         key = (token_hash, issuer)
@@ -86,3 +90,17 @@ class Credential:
             lines = self._identities[key] = header_lines([*identity.items(), *remove])
         return lines
 
+
+def route_issuers(auth: policy_pb2.AuthRequirements, parts: CheckParts) -> frozenset[str] | None:
+    """The issuers a route accepts, as a set the check looks a token's issuer up in; None:
+    all. Refused when it names one this service does not trust: none of its tokens could
+    pass, and the route's status should say so rather than answer every caller 401."""
+    if not auth.issuers:
+        return None
+    named = frozenset(auth.issuers)
+    trusted = parts.need(Authorizer, "has no authorizer").issuer_names
+    unknown = sorted(named - trusted)
+    if unknown:
+        names = ", ".join(repr(name[:200]) for name in unknown[:5])
+        raise Refused(f"auth.issuers: not an issuer this authorization service trusts (its issuers): {names}")
+    return named

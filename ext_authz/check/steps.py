@@ -84,7 +84,8 @@ class Call:
     spent: list[Verdict] = field(default_factory=list)
     """The limit hits counted so far, in order."""
     user: str | None = None
-    """The verified caller's ``x-user-id`` (``user`` limits count by it)."""
+    """The verified caller's principal, ``x-principal`` (``user`` limits count by it: the
+    user id with its source, so two issuers' or a key's ``123`` never share a count)."""
     token: object | None = None
     """What the credential step verified (a token, or an API key's caller)."""
     identity: bytes = b""

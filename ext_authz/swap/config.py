@@ -21,6 +21,11 @@ exchange endpoint not listed, and any swap route without this block: that route 
 (answered 503, and reported on its status), every other route keeps its rules. A route
 author must not be able to mint tokens for another service's audience, nor send clients'
 tokens to a URL of their choosing.
+
+The namespace ``audiences`` is keyed on is the route's, which its source vouches for: a
+Kubernetes Route's is where the API server stored it, and a Git route exists only in the
+namespaces its Git source is bound to (the control plane's ``sources.git[].namespaces``;
+a document claiming another is refused there and never reaches this service).
 """
 
 from __future__ import annotations

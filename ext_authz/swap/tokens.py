@@ -72,6 +72,8 @@ def swap_refusal(policy: policy_pb2.RoutePolicy, tokens: UpstreamTokens | None) 
         return None
     if tokens is None:
         return "auth.upstreamToken: ext_authz has no http.upstreamTokens"
+    # The route's namespace, as its source vouches for it: the control plane serves a Git
+    # route only in a namespace its repo is bound to (control_plane/model/namespace_binding.py).
     namespace = policy.route.partition("/")[0]
     reason = tokens.refuses(rule, namespace)
     return None if reason is None else f"auth.upstreamToken: {reason}"

@@ -1,7 +1,9 @@
 """`gatehouse render PATH [--config CP]`: the Envoy resources a route tree becomes, as YAML.
 
 Routes the gateway would refuse (their protection cannot be enforced there) are left out,
-as the control plane leaves them out, and named on stderr.
+as the control plane leaves them out, and named on stderr. With ``--config`` so are the
+documents claiming a namespace the config's Git source may not claim (``--source`` names
+the source when there are several).
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from control_plane.render import resource_data, to_yaml
 from control_plane.model.references import permitted_routes
 from control_plane.sources.files import load_documents_path
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
-from control_plane.config import load_config
+from control_plane.config import ControlPlaneConfig, load_config
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from control_plane.translator.from_config import gateway_settings
+from gatehouse.commands.git_binding import NoSuchSource, add_source_argument, binding_for
 from servicekit.errors import ConfigError
 
 
@@ -31,17 +34,29 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--config", type=Path, metavar="CONTROL_PLANE_YAML",
         help="render for this control plane's gateway (its extAuthz, rateLimit, ...); default: a gateway with none",
     )
+    add_source_argument(parser)
     parser.add_argument("--listener-port", type=int, help="the listener's port (default: the config's, else 8080)")
     parser.add_argument("--type", choices=["CDS", "EDS", "LDS", "RDS"], action="append", help="only these types")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    found = load_documents_path(args.path)
+    config: ControlPlaneConfig | None = None
+    binding = None
+    if args.config is not None:
+        try:
+            config = load_config(args.config)
+            binding = binding_for(config, args.source)
+        except (ConfigError, NoSuchSource) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    found = load_documents_path(args.path, binding)
     if found.problems:
         for problem in found.problems:
             print(f"error: {problem}", file=sys.stderr)
         return 1
+    for refused in found.refused:
+        print(f"refused: {refused}", file=sys.stderr)
     # As the control plane would with this tree alone: no grants from a cluster.
     routes, unresolved = permitted_routes([found])
     for left_out in unresolved:
@@ -54,12 +69,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     settings = GatewaySettings()
-    if args.config is not None:
-        try:
-            config = load_config(args.config)
-        except ConfigError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    if config is not None:
         settings = gateway_settings(config, config.gateway)
     if args.listener_port is not None:
         settings = dataclasses.replace(settings, listener_port=args.listener_port)

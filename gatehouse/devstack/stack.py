@@ -160,7 +160,8 @@ class DevStack:
             "breakers": {"tallyCredentialFile": str(self.tally_credential), "operatorCredentialFile": str(self.operator_credential)},
             "sources": {
                 "git": [
-                    {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache"}
+                    {"name": "routes", "repo": "routes-repo", "branch": "main", "path": "routes", "pollInterval": "500ms", "cacheDir": "git-cache",
+                     "namespaces": ["shop"]}  # examples/routes claim only shop
                 ],
                 "staticEndpoints": {"file": "endpoints.yaml", "pollInterval": "100ms"},
             },

@@ -194,12 +194,13 @@ TABLE: list[Rule] = [
     ),
     rule(
         "header-match-unmatchable", "spec.match.headers[]",
-        "match.headers: x-user-id, x-user-role, x-scope, x-consumer and x-gatehouse-* cannot select a route: "
+        "match.headers: x-user-id, x-user-role, x-scope, x-consumer, x-principal and x-gatehouse-* cannot select a route: "
         "a route is chosen before the client's copy is removed",
         refused=[
             Refused({"match": {"pathPrefix": "/p", "headers": [{"name": "x-user-id", "exact": "alice"}]}},
                     "x-user-id is an identity header, and a route is chosen before the client's copy is removed"),
             Refused({"match": {"pathPrefix": "/p", "headers": [{"name": "x-consumer", "present": True}]}}, "x-consumer is an identity header"),
+            Refused({"match": {"pathPrefix": "/p", "headers": [{"name": "x-principal", "present": True}]}}, "x-principal is an identity header"),
             Refused({"match": {"pathPrefix": "/p", "headers": [{"name": "x-gatehouse-route", "present": True}]}},
                     "x-gatehouse-route is internal to the gateway"),
         ],
@@ -226,11 +227,12 @@ TABLE: list[Rule] = [
     # --- headers ------------------------------------------------------------------------
     rule(
         "request-headers-reserved", "spec.headers.request",
-        "headers.request: x-user-id, x-user-role, x-scope, x-consumer, authorization, host, x-forwarded-for, "
+        "headers.request: x-user-id, x-user-role, x-scope, x-consumer, x-principal, authorization, host, x-forwarded-for, "
         "x-gatehouse-* and x-envoy-* are the gateway's; a route may not set or remove them",
         refused=[
             Refused({"headers": {"request": {"set": {"x-user-id": "alice"}}}}, "x-user-id is an identity header"),
             Refused({"headers": {"request": {"set": {"x-a": "1", "x-scope": "admin"}}}}, "x-scope is an identity header"),
+            Refused({"headers": {"request": {"remove": ["x-principal"]}}}, "x-principal is an identity header"),
             Refused({"headers": {"request": {"remove": ["authorization"]}}}, "authorization is what the gateway vouches for"),
             Refused({"headers": {"request": {"set": {"x-forwarded-for": "10.0.0.1"}}}}, "x-forwarded-for is what the gateway vouches for"),
             Refused({"headers": {"request": {"remove": ["x-a", "x-gatehouse-ticket"]}}}, "x-gatehouse-ticket is internal to the gateway"),
@@ -259,6 +261,16 @@ TABLE: list[Rule] = [
         "maxTokenAge: bounds a token's age, and an API key has none; serve API keys on another route",
         refused=[{"auth": {"apiKeys": True, "maxTokenAge": "5m"}}],
         accepted=[{"auth": {"apiKeys": False, "maxTokenAge": "5m"}}, {"auth": {"apiKeys": True}}],
+    ),
+    rule(
+        "issuers-public", "spec.auth", "issuers: a public route (required: false) checks no token",
+        refused=[{"auth": {"required": False, "issuers": ["https://a.test/"]}}],
+        accepted=[{"auth": {"required": True, "issuers": ["https://a.test/"]}}, {"auth": {"issuers": ["https://a.test/"]}}],
+    ),
+    rule(
+        "issuers-keys-only", "spec.auth", "issuers: a route that takes only API keys (jwt: false) reads no token",
+        refused=[{"auth": {"apiKeys": True, "jwt": False, "issuers": ["https://a.test/"]}}],
+        accepted=[{"auth": {"apiKeys": True, "jwt": True, "issuers": ["https://a.test/"]}}, {"auth": {"apiKeys": True, "jwt": False}}],
     ),
     rule(
         "max-token-age-bounds", "spec.auth", "maxTokenAge must be from 1s to 24h",

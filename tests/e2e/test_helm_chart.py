@@ -1297,6 +1297,8 @@ def test_helm_install_then_control_plane_and_envoy_run_with_what_the_chart_insta
     install = api.helm(
         "install", RELEASE, str(CHART), "--namespace", NAMESPACE,
         "--set", "networkPolicy.enabled=true,redis.enabled=true",
+        # examples/k8s/backend.yaml: a selector-less Service whose slice the example writes.
+        "--set-json", 'controlPlane.kubernetes.endpointSlices.trustedManagers=["endpointslice-controller.k8s.io","examples.gatehouse.io"]',
         "--set", f"controlPlane.xdsPort={ports['xds']},controlPlane.adminPort={ports['cp_admin']}",
         "--set", f"gateway.port={ports['http']},gateway.envoy.adminPort={ports['envoy_admin']}",
         "--set", f"gateway.envoy.healthPort={ports['health']},gateway.envoy.concurrency=1,gateway.drainSeconds={DRAIN_SECONDS}",

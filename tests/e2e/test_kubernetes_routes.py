@@ -72,7 +72,9 @@ def service(name: str, namespace: str, port: int = 8080) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP"}]},
+        # A selector: the slices below are then the EndpointSlice controller's to write
+        # (this API server has none, so the test writes them, with its label).
+        "spec": {"ports": [{"name": "http", "port": port, "protocol": "TCP"}], "selector": {"app": name}},
     }
 
 
@@ -80,7 +82,11 @@ def endpoint_slice(name: str, namespace: str, service_name: str, upstream: EchoU
     return {
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"kubernetes.io/service-name": service_name}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service_name, "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+        },
         "addressType": "IPv4",
         "ports": [{"name": "http", "port": upstream.port, "protocol": "TCP"}],
         "endpoints": [{"addresses": [upstream.host], "conditions": {"ready": True, **conditions}, "zone": "zone-a"}],
@@ -301,7 +307,7 @@ def test_cross_namespace_backends_need_a_reference_grant(tmp_path: Path, api: Ku
     the Git repo does not open shop to the cluster's Routes."""
     evil, shop = namespace, f"shop-{uuid.uuid4().hex[:8]}"
     api.kubectl("create", "namespace", shop)
-    stack = make_stack(tmp_path, api, evil, addresses, test_network)
+    stack = make_stack(tmp_path, api, evil, addresses, test_network, git_namespaces=[evil, shop])
     try:
         a, b = stack.upstreams["svc-a"], stack.upstreams["svc-b"]
         apply(

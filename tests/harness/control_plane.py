@@ -39,6 +39,7 @@ class ControlPlaneProcess:
         subdir: str = "routes",
         extra: dict[str, Any] | None = None,
         kubernetes: dict[str, Any] | None = None,
+        git_namespaces: list[str] | None = None,
     ) -> ControlPlaneProcess:
         xds_port, admin_port = free_port(), free_port()
         directory.mkdir(parents=True, exist_ok=True)
@@ -61,6 +62,8 @@ class ControlPlaneProcess:
                         "path": subdir,
                         "pollInterval": poll_interval,
                         "cacheDir": str(directory / "git-cache"),
+                        # The namespaces the repo's files may claim; unset: only "default".
+                        **({"namespaces": git_namespaces} if git_namespaces is not None else {}),
                     }
                 ],
                 "staticEndpoints": {"file": str(endpoints), "pollInterval": "50ms"},

@@ -30,6 +30,7 @@ class GatewayStack:
         envoy_runtime: dict[str, Any] | None = None,
         control_plane_extra: dict[str, Any] | None = None,
         kubernetes: dict[str, Any] | None = None,
+        git_namespaces: list[str] | None = None,
     ) -> None:
         self.directory = directory
         self.repo = RouteRepo(directory / "repo")
@@ -48,6 +49,7 @@ class GatewayStack:
             poll_interval=poll_interval,
             extra=control_plane_extra,
             kubernetes=kubernetes,
+            git_namespaces=git_namespaces,
         )
         self.envoy: EnvoyProcess | None = None
         self._extra_envoys: list[EnvoyProcess] = []

@@ -74,7 +74,7 @@ def test_new_endpoint_is_served_fast_with_10k_routes_and_no_route_push(make_stac
 
 
 def test_generated_routes_carry_their_provenance_into_envoy(make_stack: StackFactory) -> None:
-    stack = make_stack()
+    stack = make_stack(git_namespaces=["shop"])
     commit = stack.commit_routes({"team/orders.yaml": [route_doc("orders", {"auth": {"required": False}, "match": {"path": "/o"}, "backends": [{"service": "svc-a", "port": 8080}]}, namespace="shop")]})
     stack.start(wait_path="/o")
     assert stack.envoy is not None

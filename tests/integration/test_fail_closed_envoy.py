@@ -90,6 +90,8 @@ def test_an_auth_route_is_not_served_without_a_check_and_is_served_once_one_is_c
 REFUSALS = [
     ("auth-jwt", {"auth": {"scopes": ["a"]}}, {}, "auth: the route requires a token, and this gateway has no authorization check"),
     ("auth-api-keys", {"auth": {"apiKeys": True, "jwt": False}}, {}, "auth: the route requires an API key"),
+    ("auth-no-audience", {"auth": {"scopes": ["a"]}}, {"extAuthz": {"address": "127.0.0.1:1", "requireAudience": True}},
+     "auth.audiences: the route reads tokens and names no audience, and this gateway requires one"),
     ("api-keys-over-grpc", {"auth": {"apiKeys": True}}, {"extAuthz": {"address": "127.0.0.1:1", "protocol": "grpc"}},
      "auth.apiKeys: needs extAuthz.protocol: http"),
     ("api-keys-no-key-store", {"auth": {"apiKeys": True}}, {"extAuthz": {"address": "127.0.0.1:1", "features": []}},

@@ -32,8 +32,11 @@ from servicekit.protos.gatehouse.policy.v1 import policy_pb2
 from tests.harness.redis import RedisServer
 from tests.harness.window_clock import delay_to_settle
 from tests.unit.ext_authz.signing import ISSUER, NOW, FakeClock, FakeSource, claims, issuer, rsa_key
+from ext_authz.tokens.principal import token_principal
 
 ROUTE = "shop/orders"
+USER_1 = f"user={token_principal(ISSUER, 'user-1')}"
+"""user-1's ``user`` counter: keyed by the principal (issuer and id), never the bare id."""
 PEER = "203.0.113.9"
 
 
@@ -99,7 +102,7 @@ async def test_a_bad_token_counts_against_the_ip_and_moves_no_users_counter(gate
     statuses = [(await gate.ask("not-a-token"))[0] for _ in range(4)]
     assert statuses == [401, 401, 401, 429], "token guessing from one address is limited"
     assert gate.count(per_ip, f"remote_address={PEER}") == 3
-    assert gate.count(per_user, "user=user-1") == 0
+    assert gate.count(per_user, USER_1) == 0
     status, headers, body = await gate.ask(rsa_key().sign(claims()))
     assert status == 429 and headers["retry-after"] and headers["x-ratelimit-remaining"] == "0"
     assert json.loads(body)["error"] == {"code": "rate_limited", "message": "Too many requests; retry later.", "request_id": "req-1"}
@@ -116,7 +119,7 @@ async def test_a_user_over_the_limit_gets_429_and_the_ip_hit_back(gate: Gate) ->
     assert (await gate.ask(token))[0] == 200
     status, headers, _ = await gate.ask(token)
     assert status == 429 and headers["x-ratelimit-limit"] == "2" and int(headers["retry-after"]) >= 1
-    assert gate.count(per_user, "user=user-1") == 2, "the denied hit is not counted"
+    assert gate.count(per_user, USER_1) == 2, "the denied hit is not counted"
     assert gate.count(per_ip, f"remote_address={PEER}") == 2, "nor the IP hit of the denied request"
 
 
@@ -125,7 +128,7 @@ async def test_shadow_limits_count_and_never_deny(gate: Gate) -> None:
     gate.table.replace([policy(shadow)])
     token = rsa_key().sign(claims())
     assert [(await gate.ask(token))[0] for _ in range(3)] == [200, 200, 200]
-    assert gate.count(shadow, "user=user-1") == 1, "a hit the shadow limit would deny is not counted"
+    assert gate.count(shadow, USER_1) == 1, "a hit the shadow limit would deny is not counted"
 
 
 async def test_an_unknown_route_fails_closed_and_retryable(gate: Gate) -> None:
@@ -153,7 +156,7 @@ async def test_a_public_route_decides_its_limits_with_no_token_and_no_identity(g
     assert [a[0] for a in answers] == [200, 200, 200, 429], "the IP's 3, and no 401 for a bad token"
     assert answers[0][1]["x-ratelimit-limit"] == "3" and answers[2][1]["x-ratelimit-remaining"] == "0"
     assert not any("x-user-id" in a[1] or "x-envoy-auth-headers-to-remove" in a[1] for a in answers)
-    assert gate.count(per_user, "user=user-1") == 0, "no subject, so the user limit never counts"
+    assert gate.count(per_user, USER_1) == 0, "no subject, so the user limit never counts"
     assert json.loads(answers[3][2])["error"]["code"] == "rate_limited"
 
 

@@ -24,7 +24,7 @@ from servicekit.audit import MemoryAuditSink
 from tests.harness.ports import refused_port
 from tests.harness.redis import RedisServer
 from tests.harness.token_exchange import TokenExchangeServer
-from tests.integration.test_http_check_limits import PEER, Gate, issuer_authorizer, limit, policy
+from tests.integration.test_http_check_limits import PEER, USER_1, Gate, issuer_authorizer, limit, policy
 from tests.unit.ext_authz.signing import claims, rsa_key
 
 
@@ -80,10 +80,10 @@ async def test_no_upstream_token_uses_none_of_the_routes_limits(swap_gate: Gate)
             assert (status, headers["x-gatehouse-upstream-token"], headers["retry-after"]) == (424, "unavailable", "1")
             assert b'"reason":"connection"' in body
     assert swap_gate.count(per_ip, f"remote_address={PEER}") == 0
-    assert swap_gate.count(per_user, "user=user-1") == 0
+    assert swap_gate.count(per_user, USER_1) == 0
     swap_gate.table.replace([swap_policy("ledger", "", per_ip, per_user)])  # type: ignore[list-item]
     assert (await swap_gate.ask(rsa_key().sign(claims())))[0] == 200
-    assert (swap_gate.count(per_ip, f"remote_address={PEER}"), swap_gate.count(per_user, "user=user-1")) == (1, 1), "a served one counts"
+    assert (swap_gate.count(per_ip, f"remote_address={PEER}"), swap_gate.count(per_user, USER_1)) == (1, 1), "a served one counts"
 
 
 async def test_an_exchange_slower_than_its_timeout_is_the_documented_424_in_time(swap_gate: Gate) -> None:

@@ -32,7 +32,7 @@ def route(name: str, path: str, service: str, namespace: str = "shop", **spec: A
 
 
 def start(make_stack: StackFactory, protocol: str) -> GatewayStack:
-    stack = make_stack(delta=protocol == "delta", poll_interval="600s")
+    stack = make_stack(delta=protocol == "delta", poll_interval="600s", git_namespaces=["default", "shop", "evil"])
     stack.commit_routes({"orders.yaml": [route("orders", "/orders", "svc-a")]})
     stack.start(wait_path="/orders")
     return stack

@@ -25,7 +25,7 @@ def validate(path: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_git_routes_need_a_reference_grant_for_a_backend_in_another_namespace(make_stack: StackFactory) -> None:
-    stack = make_stack(upstreams=("svc-a", "svc-b"))
+    stack = make_stack(upstreams=("svc-a", "svc-b"), git_namespaces=["evil", "shop"])
     routes: list[dict[str, Any]] = [
         route_doc("steal", {"auth": {"required": False}, "match": {"pathPrefix": "/steal"}, "backends": [{"service": "svc-a", "port": 8080, "namespace": "shop"}]}, namespace="evil"),
         route_doc("own", {"auth": {"required": False}, "match": {"pathPrefix": "/own"}, "backends": [{"service": "svc-b", "port": 8080}]}, namespace="evil"),

@@ -134,16 +134,20 @@ def test_vary_by_user_keeps_each_users_answers_apart(make_stack: StackFactory, t
         assert theirs.status == 200 and "age" not in theirs.headers
         assert theirs.json()["headers"]["x-user-id"] == "bob"
         assert served(upstream) - before == 2
-        # A client naming another user in the key's parameter gets its own entry: its copy
-        # is replaced by the verified id, so this is bob's cached answer, not alice's.
+        # A client naming another user in the old key's parameter (issue 24) gets its own
+        # entry: the key is the verified caller on the host (issue 33), the parameter an
+        # ordinary one, passed as sent; bob's again is his cached answer, never alice's.
         forged = stack.get("/mine/profile?x=1&x-gatehouse-cache-user=alice", headers={"authorization": bob})
-        assert forged.status == 200 and "age" in forged.headers
+        assert forged.status == 200 and "age" not in forged.headers
         assert forged.json()["headers"]["x-user-id"] == "bob"
-        assert served(upstream) - before == 2
+        assert forged.json()["path"] == "/mine/profile?x=1&x-gatehouse-cache-user=alice"
+        forged_again = stack.get("/mine/profile?x=1&x-gatehouse-cache-user=alice", headers={"authorization": bob})
+        assert "age" in forged_again.headers and forged_again.json()["headers"]["x-user-id"] == "bob"
+        assert served(upstream) - before == 3
         # No token: 401 before the cache; a token without `sub` (no x-user-id): 403, never a shared entry.
         assert stack.get("/mine/profile?x=1").status == 401
         anonymous = stack.get("/mine/profile?x=1", headers={"authorization": f"Bearer {issuer.token(sub=None)}"})
         assert anonymous.status == 403 and anonymous.json()["error"]["code"] == "user_required"
-        assert served(upstream) - before == 2
+        assert served(upstream) - before == 3
     finally:
         authz.stop()

@@ -184,7 +184,7 @@ def test_markup_in_file_names_nack_messages_and_rejected_names_shows_as_text(bro
 
 def test_a_route_without_its_reference_grant_shows_resolved_refs_false(browser: Any, make_stack: StackFactory, tmp_path: Path) -> None:
     """Issue 24, hole 9, on the page: the route left out for a missing grant has its row."""
-    stack = make_stack(upstreams=("svc-a",))
+    stack = make_stack(upstreams=("svc-a",), git_namespaces=["default", "evil"])
     stack.commit_routes({
         "a.yaml": [
             route_doc("a", {"auth": {"required": False}, "match": {"pathPrefix": "/a"}, "backends": BACKEND}),

@@ -5,15 +5,24 @@ of that Service carry the target port under the same name. Several slices per Se
 are merged. An endpoint is used only while ready and serving and not terminating (an
 unset condition counts as the safe default: ready, serving, not terminating). The zone
 becomes Envoy's locality.
+
+Only slices and addresses ``endpoint_trust`` accepts are used; each one refused is logged
+once (per slice version) and counted in ``gatehouse_endpoints_refused_total``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import structlog
+
+from control_plane import metrics
+from control_plane.sources.kubernetes.endpoint_trust import EndpointSliceTrust, address_refusal, slice_refusal
 from control_plane.sources.kubernetes.watch import Changes, Object
 from control_plane.translator.endpoints import Endpoint
 from control_plane.translator.names import ClusterRef
+
+log = structlog.get_logger(component="source.kubernetes.endpoints")
 
 SERVICE_LABEL = "kubernetes.io/service-name"
 
@@ -30,7 +39,10 @@ def _usable(endpoint: dict[str, Any]) -> bool:
 class KubernetesEndpoints:
     """An EndpointTable kept current by Service and EndpointSlice watches."""
 
-    def __init__(self) -> None:
+    def __init__(self, trust: EndpointSliceTrust | None = None) -> None:
+        self._trust = trust or EndpointSliceTrust()
+        self._reported: dict[str, set[str]] = {}
+        """Per slice key, the refusals already logged for its current version."""
         self._services: dict[str, Object] = {}
         self._slices: dict[tuple[str, str], dict[str, Object]] = {}
         self._slice_owner: dict[str, tuple[str, str]] = {}
@@ -50,6 +62,7 @@ class KubernetesEndpoints:
 
     def apply_slices(self, changes: Changes) -> None:
         for key, obj in changes.items():
+            self._reported.pop(key, None)
             owner = self._slice_owner.pop(key, None)
             if owner is not None:
                 self._slices.get(owner, {}).pop(key, None)
@@ -86,8 +99,13 @@ class KubernetesEndpoints:
             return ()
         port_name = port.get("name") or ""
         found: set[Endpoint] = set()
-        for slice_ in self._slices.get((ref.namespace, ref.service), {}).values():
-            if slice_.get("addressType") not in ("IPv4", "IPv6"):
+        for key, slice_ in self._slices.get((ref.namespace, ref.service), {}).items():
+            address_type = slice_.get("addressType")
+            if address_type not in ("IPv4", "IPv6"):
+                continue
+            refused = slice_refusal(slice_, service, self._trust)
+            if refused is not None:
+                self._refuse(key, "slice", refused)
                 continue
             target = next(
                 (
@@ -103,5 +121,19 @@ class KubernetesEndpoints:
                 if not _usable(endpoint):
                     continue
                 for address in endpoint.get("addresses") or []:
+                    refused = address_refusal(str(address), str(address_type), self._trust)
+                    if refused is not None:
+                        self._refuse(key, "address", refused)
+                        continue
                     found.add(Endpoint(address, int(target), endpoint.get("zone") or ""))
         return tuple(sorted(found))
+
+    def _refuse(self, key: str, what: str, reason: str) -> None:
+        """Log and count a refusal once per slice version: a Service's endpoints are
+        resolved again for every port and after every change of the Service."""
+        seen = self._reported.setdefault(key, set())
+        if reason in seen:
+            return
+        seen.add(reason)
+        metrics.ENDPOINTS_REFUSED.labels(what).inc()
+        log.warning("endpoint_slice_refused", slice=key, refused=what, reason=reason)

@@ -35,6 +35,7 @@ from control_plane.config import KubernetesApiKeys
 from control_plane.sources.kubernetes.api import api_client
 from control_plane.sources.kubernetes.api_key_secrets import SELECTOR, ApiKeySecrets
 from control_plane.sources.kubernetes.breaker_board import SharedBreakerBoard
+from control_plane.sources.kubernetes.endpoint_trust import EndpointSliceTrust
 from control_plane.sources.kubernetes.endpoints import KubernetesEndpoints
 from control_plane.sources.kubernetes.leader import LeaderElector
 from control_plane.sources.kubernetes.reference_grants import WATCH_NAME, KubernetesReferenceGrants, resolved_refs
@@ -68,6 +69,8 @@ class KubernetesSettings:
     """The ConfigMap (in ``lease_namespace``) the replicas share breaker phases through."""
     route_acks: str | None = None
     """The ConfigMap (in ``lease_namespace``) the replicas share their Envoys' ACKs through."""
+    endpoint_trust: EndpointSliceTrust = field(default_factory=EndpointSliceTrust)
+    """Which EndpointSlices and addresses are used (``endpoint_trust``)."""
 
 
 class KubernetesSource:
@@ -79,7 +82,7 @@ class KubernetesSource:
 
     def __init__(self, settings: KubernetesSettings) -> None:
         self._settings = settings
-        self.endpoints = KubernetesEndpoints()
+        self.endpoints = KubernetesEndpoints(settings.endpoint_trust)
         self.routes = KubernetesRouteSource(on_state=self._on_state)
         self._watches: list[ResourceWatch] = []
         self._api: client.ApiClient | None = None

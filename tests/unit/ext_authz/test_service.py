@@ -190,7 +190,7 @@ async def test_a_valid_token_is_allowed_with_identity_headers(h: Harness) -> Non
     before = decisions("allow", "ok")
     token = rsa_key().sign(claims(scope="orders:read orders:write", role="clerk"))
     response = await h.check(bearer(token), route="shop/orders", scopes="orders:read")
-    assert ok_headers(response) == {"x-user-id": "user-1", "x-user-role": "clerk", "x-scope": "orders:read orders:write"}
+    assert ok_headers(response) == {"x-user-id": "user-1", "x-user-role": "clerk", "x-scope": "orders:read orders:write", "x-principal": "jwt;https://auth.example.com/;user-1"}
     assert decisions("allow", "ok") == before + 1
     assert h.audit.events == [], "allowed requests are not audited as denials"
 
@@ -199,20 +199,20 @@ async def test_an_es256_token_and_a_scp_list_are_allowed(h: Harness) -> None:
     token = ec_key().sign(claims(scope=None, scp=["orders:read"], role=None, roles=["admin"]))
     response = await h.check(bearer(token), scopes="orders:read", roles="admin")
     # The default mapping reads `scope` and `role`: a token with only scp/roles gets just x-user-id.
-    assert ok_headers(response) == {"x-user-id": "user-1"}
+    assert ok_headers(response) == {"x-user-id": "user-1", "x-principal": "jwt;https://auth.example.com/;user-1"}
 
 
 async def test_the_issuers_claim_mapping_is_used(clock: FakeClock) -> None:
     h = await build(clock, None, claimHeaders={"x-tenant": "tid", "x-user-id": "sub"})
     token = rsa_key().sign(claims(tid="t-9"))
-    assert ok_headers(await h.check(bearer(token))) == {"x-tenant": "t-9", "x-user-id": "user-1"}
+    assert ok_headers(await h.check(bearer(token))) == {"x-tenant": "t-9", "x-user-id": "user-1", "x-principal": "jwt;https://auth.example.com/;user-1"}
 
 
 async def test_an_unsafe_claim_is_left_out_and_logged_without_its_value(h: Harness) -> None:
     token = rsa_key().sign(claims(role="admin\r\nx-evil: 1"))
     with structlog.testing.capture_logs() as logs:
         response = await h.check(bearer(token))
-    assert ok_headers(response) == {"x-user-id": "user-1", "x-scope": "orders:read"}
+    assert ok_headers(response) == {"x-user-id": "user-1", "x-scope": "orders:read", "x-principal": "jwt;https://auth.example.com/;user-1"}
     [warning] = [entry for entry in logs if entry["event"] == "claims_not_forwarded"]
     assert warning["claims"] == ["role"] and warning["log_level"] == "warning"
     assert "x-evil" not in json.dumps(warning, default=str)
@@ -425,7 +425,7 @@ async def test_decide_returns_identity_and_the_verified_token(clock: FakeClock, 
     h = await build(clock, mirror)
     authorizer = h.service._authorizer
     identity, token = await authorizer.decide({"authorization": "Bearer " + rsa_key().sign(claims())}, {})
-    assert identity == {"x-user-id": "user-1", "x-user-role": "admin", "x-scope": "orders:read"}
+    assert identity == {"x-user-id": "user-1", "x-user-role": "admin", "x-scope": "orders:read", "x-principal": "jwt;https://auth.example.com/;user-1"}
     assert (token.subject, token.jti, token.issuer) == ("user-1", "jti-1", ISSUER)
 
 
@@ -467,5 +467,5 @@ async def test_a_mapped_header_without_a_claim_is_removed_from_the_request(clock
     h = await build(clock, None, claimHeaders={"x-user-id": "sub", "x-tenant": "tid", "x-user-role": "role"})
     token = rsa_key().sign(claims(role="bad\nvalue"))  # no tid; role unsafe
     response = await h.check(bearer(token))
-    assert ok_headers(response) == {"x-user-id": "user-1"}
+    assert ok_headers(response) == {"x-user-id": "user-1", "x-principal": "jwt;https://auth.example.com/;user-1"}
     assert set(response.ok_response.headers_to_remove) == {"x-tenant", "x-user-role"}

@@ -11,12 +11,17 @@ from control_plane.translator import ClusterRef, Endpoint
 
 
 def service(name: str, ports: list[dict[str, Any]], namespace: str = "shop") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"ports": ports}}
+    """With a selector: the EndpointSlice controller's slices are the ones used (endpoint_trust)."""
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"ports": ports, "selector": {"app": name}}}
 
 
 def endpoint_slice(name: str, service_name: str, ports: list[dict[str, Any]], endpoints: list[dict[str, Any]], *, namespace: str = "shop", address_type: str = "IPv4") -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "namespace": namespace, "labels": {"kubernetes.io/service-name": service_name}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kubernetes.io/service-name": service_name, "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.k8s.io"},
+        },
         "addressType": address_type,
         "ports": ports,
         "endpoints": endpoints,

@@ -68,3 +68,41 @@ def test_regex_routes_are_matched_as_re2_reads_them() -> None:
     assert [w.split(" falls")[0] for w in warnings(found, "csv")] == [
         "POST /reports/q3 (a method the route does not take)", "GET /reports/q3/ (a trailing slash)",
     ]
+
+
+def takers(found: list[Route], name: str) -> list[tuple[str, str]]:
+    return [(s.why, t.id) for s, t in FallThroughs(found).variant_takers(next(r for r in found if r.name == name))]
+
+
+def test_case_and_parameter_variants_reach_the_broader_public_route() -> None:
+    found = routes(("admin", {"match": {"path": "/admin/**"}}),
+                   ("by-id", {"match": {"path": "/orders/{id}", "methods": ["GET"]}}),
+                   ("site", {"match": {"path": "/**"}, **PUBLIC}))
+    assert takers(found, "admin") == [
+        ("GET /ADMIN (letter case)", "shop/site"), ("GET /Admin (letter case)", "shop/site"),
+        ("GET /admin;p (a ;parameter)", "shop/site"),
+    ]
+    assert takers(found, "by-id") == [
+        ("GET /ORDERS/x (letter case)", "shop/site"), ("GET /Orders/x (letter case)", "shop/site"),
+        ("GET /orders;p/x (a ;parameter)", "shop/site"),
+    ]
+    assert takers(found, "site") == [], "a public route has nothing to refuse"
+    # The gateway refuses them (translator/variant_guard), so the route's warnings stay about methods and slashes.
+    assert not any("letter case" in w or ";parameter" in w for w in warnings(found, "by-id"))
+
+
+def test_no_variant_takers_without_a_public_route_behind() -> None:
+    found = routes(("admin", {"match": {"path": "/admin/**"}}),
+                   ("rest", {"match": {"pathPrefix": "/"}}),
+                   ("digits", {"match": {"path": "/42/{id}"}}),
+                   ("root", {"match": {"path": "/**"}, "hosts": ["other.example.com"], **PUBLIC}))
+    assert takers(found, "admin") == [], "the variants reach `rest`, which asks for a token too"
+    assert [why for why, _ in takers(found, "digits")] == [], "no letters to vary, and ;p reaches `rest`"
+
+
+def test_a_template_too_complex_to_refuse_is_warned_about_instead() -> None:
+    long = "/" + "/".join(["segmentnumber" + c for c in "abcdefg"]) + "/{id}"
+    found = routes(("long", {"match": {"path": long}}), ("site", {"match": {"path": "/**"}, **PUBLIC}))
+    assert takers(found, "long"), "its variants do reach the public route"
+    warned = [w.split(" falls")[0] for w in warnings(found, "long")]
+    assert any(w.endswith("(letter case)") for w in warned) and any(w.endswith("(a ;parameter)") for w in warned), warned

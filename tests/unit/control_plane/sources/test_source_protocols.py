@@ -8,6 +8,7 @@ from pathlib import Path
 from control_plane.config import ControlPlaneConfig
 from control_plane.sources.base import LayeredEndpoints
 from control_plane.sources.from_config import sources_from_config
+from control_plane.sources.git_feedback import GitFeedback
 from control_plane.sources.git import GitSource
 from control_plane.sources.kubernetes.source import KubernetesSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource, StaticEndpointTable, parse_endpoints
@@ -36,7 +37,8 @@ def test_the_config_becomes_route_and_endpoint_sources_kubernetes_being_both(tmp
     assert [s.name for s in sources.every] == ["a", "b", "static-endpoints", "kubernetes"], "each once, in /status order"
     assert sources.git == (a, b)
     assert b._settings.poll_interval == 0.25 and kube._settings.lease_duration == 20.0
-    assert a.feedback is None and kube.feedback is kube, "only Kubernetes writes a status back"
+    assert kube.feedback is kube, "Kubernetes writes a status back"
+    assert isinstance(a.feedback, GitFeedback), "Git hears which Route objects its routes replace (for /status)"
 
 
 async def test_the_static_file_is_synced_after_its_first_poll_even_when_missing(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def with_authz(**kwargs: Any) -> GatewaySettings:
 def test_the_header_mutation_removes_every_identity_header(settings: GatewaySettings) -> None:
     config = filter_config(translate(settings), HEADER_MUTATION_FILTER)
     removed = [m["remove"] for m in config["mutations"]["request_mutations"]]
-    assert removed == ["x-user-id", "x-user-role", "x-scope", "x-consumer", "x-gatehouse-cache-control"]
+    assert removed == ["x-user-id", "x-user-role", "x-scope", "x-consumer", "x-principal", "x-gatehouse-cache-control"]
     defaults = Issuer.model_validate({"issuer": "https://i/", "jwksFile": "k.json"}).claim_headers
     assert set(defaults) <= set(removed), "the translator strips what the service sets by default"
     assert "response_mutations" not in config["mutations"]

@@ -14,6 +14,7 @@ from control_plane.translator import GatewaySettings
 from control_plane.translator.clusters import cluster, cluster_policies
 from control_plane.translator.listeners import http_filters
 from control_plane.translator.names import ClusterRef
+from control_plane.translator.cache_key import HOST_FILTER
 from control_plane.translator.response_cache import (
     CACHE_FILTER,
     CACHE_REQUEST_FILTER,
@@ -82,7 +83,8 @@ def test_only_the_clusters_of_cached_routes_get_the_ttl_filter() -> None:
     data = json_format.MessageToDict(cluster(cached_ref, policies[cached_ref]), preserving_proto_field_name=True)
     options = data["typed_extension_protocol_options"]["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"]
     filters = options["http_filters"]
-    assert [f["name"] for f in filters] == [CACHE_TTL_FILTER, "envoy.filters.http.upstream_codec"]
+    # The cache_key's host filter after it: a per-user entry's upstream gets the client's host.
+    assert [f["name"] for f in filters] == [CACHE_TTL_FILTER, HOST_FILTER, "envoy.filters.http.upstream_codec"]
     added = filters[0]["typed_config"]["mutations"]["response_mutations"][0]["append"]
     assert added["header"] == {"key": "cache-control", "value": f"%REQ({TTL_HEADER})%"}
     assert added["append_action"] == "ADD_IF_ABSENT", "the upstream's own Cache-Control wins"

@@ -231,7 +231,7 @@ def test_listener_takes_routes_over_rds_from_ads() -> None:
         "gatehouse.cache_request", "envoy.filters.http.cache", "envoy.filters.http.router"
     ]
     removed = [m["remove"] for m in hcm["http_filters"][1]["typed_config"]["mutations"]["request_mutations"]]
-    assert removed == ["x-user-id", "x-user-role", "x-scope", "x-consumer", "x-gatehouse-cache-control"]
+    assert removed == ["x-user-id", "x-user-role", "x-scope", "x-consumer", "x-principal", "x-gatehouse-cache-control"]
     assert hcm["normalize_path"] and hcm["merge_slashes"] and hcm["use_remote_address"]
     assert translate_case("empty").data("clusters") == []
 

@@ -78,7 +78,7 @@ class BodyCheck(_message.Message):
     def __init__(self, schema_json: _Optional[str] = ..., max_bytes: _Optional[int] = ..., allowed_fields: _Optional[_Iterable[str]] = ..., optional: _Optional[bool] = ...) -> None: ...
 
 class AuthRequirements(_message.Message):
-    __slots__ = ("audiences", "scopes", "roles", "public", "api_keys", "api_keys_only", "allow_consumers", "deny_consumers", "max_token_age_ms")
+    __slots__ = ("audiences", "scopes", "roles", "public", "api_keys", "api_keys_only", "allow_consumers", "deny_consumers", "max_token_age_ms", "issuers")
     AUDIENCES_FIELD_NUMBER: _ClassVar[int]
     SCOPES_FIELD_NUMBER: _ClassVar[int]
     ROLES_FIELD_NUMBER: _ClassVar[int]
@@ -88,6 +88,7 @@ class AuthRequirements(_message.Message):
     ALLOW_CONSUMERS_FIELD_NUMBER: _ClassVar[int]
     DENY_CONSUMERS_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKEN_AGE_MS_FIELD_NUMBER: _ClassVar[int]
+    ISSUERS_FIELD_NUMBER: _ClassVar[int]
     audiences: _containers.RepeatedScalarFieldContainer[str]
     scopes: _containers.RepeatedScalarFieldContainer[str]
     roles: _containers.RepeatedScalarFieldContainer[str]
@@ -97,7 +98,8 @@ class AuthRequirements(_message.Message):
     allow_consumers: _containers.RepeatedScalarFieldContainer[str]
     deny_consumers: _containers.RepeatedScalarFieldContainer[str]
     max_token_age_ms: int
-    def __init__(self, audiences: _Optional[_Iterable[str]] = ..., scopes: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., public: _Optional[bool] = ..., api_keys: _Optional[bool] = ..., api_keys_only: _Optional[bool] = ..., allow_consumers: _Optional[_Iterable[str]] = ..., deny_consumers: _Optional[_Iterable[str]] = ..., max_token_age_ms: _Optional[int] = ...) -> None: ...
+    issuers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, audiences: _Optional[_Iterable[str]] = ..., scopes: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., public: _Optional[bool] = ..., api_keys: _Optional[bool] = ..., api_keys_only: _Optional[bool] = ..., allow_consumers: _Optional[_Iterable[str]] = ..., deny_consumers: _Optional[_Iterable[str]] = ..., max_token_age_ms: _Optional[int] = ..., issuers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Limit(_message.Message):
     __slots__ = ("id", "key", "algorithm", "limit", "window_ms", "refill_tokens", "shadow", "mode", "on_store_failure")

@@ -23,9 +23,14 @@ typecheck: setup-test
 lint: setup-test
 	.venv/bin/ruff check .
 
+# Two phases (docs/testing.md): every test not marked serial on TEST_WORKERS pytest-xdist
+# workers, one test file per worker at a time (a module's shared stack starts once); then the
+# serial ones (tests/serial_tests.py: timing bounds, fixed windows, the real cluster) alone.
 # tests/e2e/test_dev_stack.py runs `gatehouse dev --check` (the newcomer's path) as one of the tests.
+TEST_WORKERS ?= 4
 test: setup-test typecheck lint
-	.venv/bin/pytest -q
+	.venv/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial"
+	.venv/bin/pytest -q -m serial
 
 unit: setup-test
 	.venv/bin/pytest -q tests/unit

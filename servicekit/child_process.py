@@ -51,6 +51,29 @@ _recent: collections.deque[int] = collections.deque(maxlen=_RECENT_LIMIT)
 _recent_lock = threading.Lock()
 
 
+PORT_SLICE = "GATEHOUSE_PORT_SLICE"
+"""``i/n``: hand out only the i-th of n equal, disjoint parts of the span. Each process
+remembers only its own recent ports, so processes that choose ports at the same time (the
+test suite's parallel workers, each with the services it starts) are each given their
+own part, and two of them can never be handed the same port."""
+
+
+def _slice(span: tuple[int, int], setting: str | None) -> tuple[int, int]:
+    if not setting:
+        return span
+    try:
+        index, count = (int(part) for part in setting.split("/"))
+    except ValueError:
+        raise ValueError(f"{PORT_SLICE}={setting!r}: expected i/n, e.g. 0/4") from None
+    if not 0 <= index < count:
+        raise ValueError(f"{PORT_SLICE}={setting!r}: i must be in 0..n-1")
+    low, high = span
+    size = (high - low + 1) // count
+    if size < 256:
+        raise ValueError(f"{PORT_SLICE}={setting!r}: {high - low + 1} ports make parts under 256 ports")
+    return low + index * size, low + (index + 1) * size - 1
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago and that this process has not
     handed out lately. There is a small window before the caller binds it: fine for tests
@@ -66,7 +89,12 @@ def free_port() -> int:
 
 def _unused_port(avoid: set[int]) -> int:
     span = _outside_ephemeral()
+    setting = os.environ.get(PORT_SLICE)
+    if span is None and setting:
+        # The kernel's own picks could not be kept apart per process.
+        raise OSError(f"{PORT_SLICE} is set, but no port range lies outside the kernel's ephemeral range")
     if span is not None:
+        span = _slice(span, setting)
         for _ in range(200):
             port = random.randint(*span)
             if port in avoid:

@@ -1,5 +1,10 @@
 """Options and guards shared by every test directory.
 
+The suite runs in two phases (``make test``, docs/testing.md): most tests on parallel
+pytest-xdist workers, then the tests marked ``serial`` alone (``tests/serial_tests.py``
+says which and why). Each worker is handed its own part of the port span
+(``servicekit.child_process.PORT_SLICE``), so two workers never share a port.
+
 Every Gatehouse service the suite starts runs the loop watchdog (servicekit/loop_watchdog.py)
 and writes each stall to one directory; a test during which a stall is reported fails,
 and so does the session if one arrives after the last test. A test that must allow a
@@ -17,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from servicekit import loop_watchdog
-from servicekit.child_process import ManagedProcess
+from servicekit.child_process import PORT_SLICE, ManagedProcess
+from tests.serial_tests import is_serial
 
 _REPORTS = Path(tempfile.mkdtemp(prefix="gatehouse-loop-stalls-"))
 _seen: set[tuple[str, int]] = set()
@@ -33,9 +39,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+_LATE_STALLS_DIR = "GATEHOUSE_TEST_LATE_STALLS"
+"""Where an xdist worker leaves the stalls it saw after its last test: a worker's exit
+status does not reach the controller, which fails the run for them instead."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault(loop_watchdog.SETTING, "on")
     os.environ[loop_watchdog.REPORT_DIR] = str(_REPORTS)
+    config.addinivalue_line("markers", "serial: runs after the parallel phase, alone (tests/serial_tests.py)")
+    worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if worker and workers:
+        os.environ[PORT_SLICE] = f"{int(worker.removeprefix('gw'))}/{workers}"
+    else:
+        os.environ.setdefault(_LATE_STALLS_DIR, tempfile.mkdtemp(prefix="gatehouse-late-stalls-"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_serial(item.nodeid):
+            item.add_marker(pytest.mark.serial)
 
 
 def _new_stalls() -> list[dict[str, object]]:
@@ -92,9 +116,16 @@ def _no_process_outlives_the_session() -> Iterator[None]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    stalls = _between_tests + _new_stalls()
-    if stalls:
-        session.config.stash[_late_stalls] = _describe(stalls)
+    late = _describe(_between_tests + _new_stalls())
+    shared = os.environ.get(_LATE_STALLS_DIR)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        if late and shared:
+            (Path(shared) / f"{os.environ['PYTEST_XDIST_WORKER']}.txt").write_text(late)
+        return
+    if shared:
+        late = "\n".join(part for part in [late, *(p.read_text() for p in sorted(Path(shared).glob("*.txt")))] if part)
+    if late:
+        session.config.stash[_late_stalls] = late
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -997,6 +997,9 @@ def test_api_server_stores_the_monitors_and_they_select_the_charts_services_and_
         "install", SCRAPE_RELEASE, str(CHART), "--namespace", SCRAPE_NAMESPACE, "--create-namespace", *SIDECARS,
         "--set", "monitoring.serviceMonitor.enabled=true,monitoring.serviceMonitor.namespace=monitoring",
         "--set-json", 'monitoring.serviceMonitor.labels={"release":"prometheus"}',
+        # NetworkPolicies are on by default: Prometheus's namespace is let in, as a user would.
+        "--set-json", 'networkPolicy.controlPlane.adminFrom=[{"namespaceSelector":{"matchLabels":'
+                      '{"kubernetes.io/metadata.name":"monitoring"}}}]',
     )  # fmt: skip
     assert "Prometheus Operator ServiceMonitors are installed in namespace monitoring" in install.stdout, install.stdout
     assert "adminFrom is empty" not in install.stdout, install.stdout
@@ -1049,6 +1052,7 @@ def test_api_server_stores_the_monitors_and_they_select_the_charts_services_and_
         "upgrade", SCRAPE_RELEASE, str(CHART), "--namespace", SCRAPE_NAMESPACE, "--reuse-values",
         "--set", "monitoring.serviceMonitor.enabled=false,monitoring.podMonitor.enabled=true,monitoring.podMonitor.namespace=monitoring",
         "--set-json", 'monitoring.podMonitor.labels={"release":"prometheus"}', "--set", "networkPolicy.enabled=true",
+        "--set-json", "networkPolicy.controlPlane.adminFrom=[]",
     )  # fmt: skip
     assert "Prometheus Operator PodMonitors are installed in namespace monitoring" in upgrade.stdout, upgrade.stdout
     assert "networkPolicy.controlPlane.adminFrom is empty" in upgrade.stdout, upgrade.stdout

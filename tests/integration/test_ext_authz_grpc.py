@@ -29,6 +29,7 @@ from control_plane.translator.ext_authz import EXT_AUTHZ_CLUSTER, EXT_AUTHZ_FILT
 from tests.harness.envoy import envoy_binary, validate_config, write_bootstrap
 from tests.harness.ext_authz import REPO_ROOT, ExtAuthzProcess
 from tests.harness.issuer import TestIssuer
+from ext_authz.tokens.principal import token_principal
 from tests.harness.ports import free_port
 from tests.harness.processes import ManagedProcess
 from tests.harness.redis import RedisServer
@@ -237,7 +238,8 @@ def test_check_over_real_grpc(tmp_path: Path, redis: RedisServer, services: list
         ok = check(f"Bearer {token}", route="shop/orders", scopes="orders:read", roles="clerk admin", audiences="api")
         assert ok.status.code == code_pb2.OK
         assert {h.header.key: h.header.value for h in ok.ok_response.headers} == {
-            "x-user-id": "alice", "x-user-role": "clerk", "x-scope": "orders:read orders:write"
+            "x-user-id": "alice", "x-user-role": "clerk", "x-scope": "orders:read orders:write",
+            "x-principal": token_principal(issuer.issuer, "alice"),  # the id with its source (issue 33)
         }
 
         missing = check(None)

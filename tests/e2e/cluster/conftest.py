@@ -113,6 +113,10 @@ class KubeSession:
         self.cluster.kubectl("apply", "-f", "-", input=text)
 
     def route(self, name: str, spec: dict[str, Any], namespace: str = chart.EXAMPLE_NAMESPACE) -> dict[str, Any]:
+        """A Route; one that says nothing of ``auth`` requires a token for the issuer's
+        audience, since the chart requires routes that read tokens to name one
+        (``extAuthz.requireAudience``, on by default)."""
+        spec = spec if "auth" in spec else {**spec, "auth": {"audiences": ["api"]}}
         return {"apiVersion": "gatehouse.io/v1alpha1", "kind": "Route", "metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
     def conditions(self, name: str, namespace: str = chart.EXAMPLE_NAMESPACE) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from control_plane.config import ControlPlaneConfig
+from pathlib import Path
+
+from control_plane.config import ControlPlaneConfig, load_config
 from control_plane.model.route import Route
 from control_plane.model.namespace_binding import NamespaceBinding
 from control_plane.sources.from_config import git_binding
@@ -36,6 +38,16 @@ def binding_for(config: ControlPlaneConfig, name: str | None) -> NamespaceBindin
     if name not in names:
         raise NoSuchSource(f"--source: {name!r} is not a Git source of the config ({', '.join(names) or 'it has none'})")
     return git_binding(config, names.index(name))
+
+
+def config_and_binding(path: Path | None, source: str | None) -> tuple[ControlPlaneConfig | None, NamespaceBinding | None]:
+    """``--config`` and ``--source`` of validate and render: the config (None without
+    ``--config``) and the Git binding that judges the files. Raises ``ConfigError`` or
+    ``NoSuchSource`` with the reason."""
+    if path is None:
+        return None, None
+    config = load_config(path)
+    return config, binding_for(config, source)
 
 
 def shared_namespace_notes(config: ControlPlaneConfig, routes: Sequence[Route]) -> list[str]:

@@ -19,10 +19,9 @@ from control_plane.render import resource_data, to_yaml
 from control_plane.model.references import permitted_routes
 from control_plane.sources.files import load_documents_path
 from control_plane.sources.static_endpoints import StaticEndpointTable, parse_endpoints
-from control_plane.config import ControlPlaneConfig, load_config
 from control_plane.translator import EndpointTranslator, GatewaySettings, RouteTranslator
 from control_plane.translator.from_config import gateway_settings
-from gatehouse.commands.git_binding import NoSuchSource, add_source_argument, binding_for
+from gatehouse.commands.git_binding import NoSuchSource, add_source_argument, config_and_binding
 from servicekit.errors import ConfigError
 
 
@@ -41,15 +40,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def run(args: argparse.Namespace) -> int:
-    config: ControlPlaneConfig | None = None
-    binding = None
-    if args.config is not None:
-        try:
-            config = load_config(args.config)
-            binding = binding_for(config, args.source)
-        except (ConfigError, NoSuchSource) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    try:
+        config, binding = config_and_binding(args.config, args.source)
+    except (ConfigError, NoSuchSource) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     found = load_documents_path(args.path, binding)
     if found.problems:
         for problem in found.problems:

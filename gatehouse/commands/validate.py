@@ -22,7 +22,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from control_plane.config import ControlPlaneConfig, load_config
 from control_plane.model.auth import default_issuers_warning
 from control_plane.model.conflicts import resolve_conflicts
 from control_plane.model.fall_through import FallThroughs
@@ -31,7 +30,7 @@ from control_plane.model.route import Route
 from control_plane.sources.files import load_documents_path
 from control_plane.translator import RouteTranslator
 from control_plane.translator.from_config import gateway_settings
-from gatehouse.commands.git_binding import NoSuchSource, add_source_argument, binding_for, shared_namespace_notes
+from gatehouse.commands.git_binding import NoSuchSource, add_source_argument, config_and_binding, shared_namespace_notes
 from servicekit.errors import ConfigError
 
 
@@ -52,15 +51,11 @@ def run(args: argparse.Namespace) -> int:
     routes: list[Route] = []
     errors: list[str] = []
     warnings: list[str] = []
-    config: ControlPlaneConfig | None = None
-    binding = None
-    if args.config is not None:
-        try:
-            config = load_config(args.config)
-            binding = binding_for(config, args.source)
-        except (ConfigError, NoSuchSource) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+    try:
+        config, binding = config_and_binding(args.config, args.source)
+    except (ConfigError, NoSuchSource) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for path in args.paths:
         found = load_documents_path(path, binding)
         routes.extend(found.routes)

@@ -71,7 +71,7 @@ def test_good_api_key_settings_parse_with_their_defaults() -> None:
 
 def test_gatehouse_validate_reports_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "orders.yaml").write_text(route("  auth: {jwt: false}"))
-    assert validate.run(argparse.Namespace(paths=[tmp_path], config=None)) == 1
+    assert validate.run(argparse.Namespace(paths=[tmp_path], config=None, source=None)) == 1
     assert "orders.yaml:7: spec.auth.jwt: false leaves no way in" in capsys.readouterr().err
 
 

@@ -67,6 +67,6 @@ def test_a_signed_and_an_exchanged_upstream_token_are_accepted() -> None:
 def test_gatehouse_validate_reports_the_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "billing.yaml"
     path.write_text(route("{required: false, upstreamToken: {audience: legacy}}"))
-    assert validate.run(argparse.Namespace(paths=[path], config=None)) == 1
+    assert validate.run(argparse.Namespace(paths=[path], config=None, source=None)) == 1
     err = capsys.readouterr().err
     assert f"{path}:7: spec.auth.upstreamToken: a public route (required: false)" in err and "nothing would be applied" in err

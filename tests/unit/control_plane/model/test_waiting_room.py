@@ -66,5 +66,5 @@ def test_a_good_waiting_room_has_its_defaults() -> None:
 
 def test_gatehouse_validate_reports_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "orders.yaml").write_text(route("  waitingRoom: {admitPerSecond: 5, maxWaiting: 10, ticketTtl: 1s}"))
-    assert validate.run(argparse.Namespace(paths=[tmp_path], config=None)) == 1
+    assert validate.run(argparse.Namespace(paths=[tmp_path], config=None, source=None)) == 1
     assert "orders.yaml:7: spec.waitingRoom: ticketTtl (1s) must be from 5s to 1h" in capsys.readouterr().err

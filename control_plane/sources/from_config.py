@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -10,10 +11,11 @@ from control_plane.config import ControlPlaneConfig, GitRepo
 from control_plane.model.namespace_binding import NamespaceBinding
 from control_plane.sources.base import EndpointSource, RouteSource, Source
 from control_plane.sources.git import GitSettings, GitSource
-from control_plane.sources.kubernetes.endpoint_trust import EndpointSliceTrust
-from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
 from control_plane.sources.static_endpoints import StaticEndpointsSource
 from servicekit.audit import AuditSink
+
+if TYPE_CHECKING:
+    from control_plane.sources.kubernetes.source import KubernetesSource
 
 log = structlog.get_logger(component="control_plane")
 
@@ -72,31 +74,36 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
         else ()
     )
     kube = config.sources.kubernetes
-    cluster = (
-        (
-            KubernetesSource(
-                KubernetesSettings(
-                    kubeconfig=str(config.resolve(kube.kubeconfig)) if kube.kubeconfig else None,
-                    namespaces=tuple(kube.namespaces),
-                    lease_name=kube.lease_name,
-                    lease_duration=kube.lease_duration.seconds,
-                    lease_renew=kube.lease_renew.seconds,
-                    write_status=kube.write_status,
-                    api_keys=kube.api_keys,
-                    breaker_board=kube.breaker_board.config_map if kube.breaker_board else None,
-                    route_acks=kube.route_acks.config_map if kube.route_acks else None,
-                    endpoint_trust=EndpointSliceTrust.from_lists(
-                        kube.endpoint_slices.trusted_managers, [str(r) for r in kube.endpoint_slices.address_ranges]
-                    ),
-                    **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
-                )
-            ),
-        )
-        if kube is not None
-        else ()
-    )
+    cluster = (_kubernetes_source(config),) if kube is not None else ()
     # Kubernetes endpoints first; the static file for services the cluster does not have.
     return Sources(
         routes=(*git, *cluster), endpoints=(*cluster, *files), every=(*git, *files, *cluster), git=git,
         kubernetes=cluster[0] if cluster else None,
+    )
+
+
+def _kubernetes_source(config: ControlPlaneConfig) -> KubernetesSource:
+    """Imported here: the Kubernetes client is a second of CPU to load, in every control
+    plane that has no cluster to watch too."""
+    from control_plane.sources.kubernetes.endpoint_trust import EndpointSliceTrust
+    from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
+
+    kube = config.sources.kubernetes
+    assert kube is not None
+    return KubernetesSource(
+        KubernetesSettings(
+            kubeconfig=str(config.resolve(kube.kubeconfig)) if kube.kubeconfig else None,
+            namespaces=tuple(kube.namespaces),
+            lease_name=kube.lease_name,
+            lease_duration=kube.lease_duration.seconds,
+            lease_renew=kube.lease_renew.seconds,
+            write_status=kube.write_status,
+            api_keys=kube.api_keys,
+            breaker_board=kube.breaker_board.config_map if kube.breaker_board else None,
+            route_acks=kube.route_acks.config_map if kube.route_acks else None,
+            endpoint_trust=EndpointSliceTrust.from_lists(
+                kube.endpoint_slices.trusted_managers, [str(r) for r in kube.endpoint_slices.address_ranges]
+            ),
+            **({"lease_namespace": kube.lease_namespace} if kube.lease_namespace else {}),
+        )
     )

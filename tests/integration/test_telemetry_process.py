@@ -15,8 +15,6 @@ import pytest
 import yaml
 from envoy.service.accesslog.v3 import als_pb2, als_pb2_grpc
 
-from gatehouse import cli
-from gatehouse.commands import telemetry as telemetry_command
 from tests.harness.ports import free_port
 from tests.harness.processes import ManagedProcess
 from tests.unit.telemetry.entries import full_entry
@@ -25,15 +23,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def argv(config: Path) -> list[str]:
-    if telemetry_command in cli.COMMANDS:
-        return [sys.executable, "-m", "gatehouse", "telemetry", "--config", str(config)]
-    # Until gatehouse/cli.py registers the command: the same add_parser/run, called directly.
-    code = (
-        "import argparse, sys; from gatehouse.commands import telemetry as t; "
-        "p = argparse.ArgumentParser(); t.add_parser(p.add_subparsers()); "
-        "a = p.parse_args(sys.argv[1:]); sys.exit(a.run(a))"
-    )
-    return [sys.executable, "-c", code, "telemetry", "--config", str(config)]
+    return [sys.executable, "-m", "gatehouse", "telemetry", "--config", str(config)]
 
 
 def get(port: int, path: str) -> tuple[int, str]:

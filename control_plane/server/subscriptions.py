@@ -205,7 +205,9 @@ class StreamState:
         return names
 
     def _clusters_ready(self, names: tuple[str, ...]) -> bool:
-        """Envoy has ACKed each cluster and its endpoints.
+        """Envoy has ACKed each cluster and its endpoints, and no response on the wire
+        removes them: Envoy applies that response first (issue 40: a flip back to a
+        cluster whose removal was in flight sent routes to no cluster, 503 NC).
 
         After a CDS or EDS NACK, a route configuration that needs the refused cluster
         waits (Envoy keeps serving the routes it has) until a new snapshot fixes it.
@@ -214,12 +216,22 @@ class StreamState:
         """
         clusters = self.types[ResourceType.CLUSTER]
         endpoints = self.types[ResourceType.ENDPOINT]
-        if all(name in clusters.acked and name in endpoints.acked for name in names):
+        if all(_kept(clusters, name) and _kept(endpoints, name) for name in names):
             return True
         routes = self.types[ResourceType.ROUTE]
         never_routed = not routes.acked and routes.inflight is None
         settled = clusters.inflight is None and endpoints.inflight is None
         return never_routed and settled and bool(clusters.nacked_version or endpoints.nacked_version)
+
+
+def _kept(state: TypeState, name: str) -> bool:
+    """``name`` is ACKed, and the response in flight (applied first) does not remove it.
+
+    A new version in flight is fine: Envoy keeps a cluster serving while its replacement
+    warms, and updates endpoints in place. Waiting for it would let a stream of endpoint
+    changes hold a route change back indefinitely.
+    """
+    return name in state.acked and (state.inflight is None or name in state.inflight.target)
 
 
 def _current_in(target: dict[str, Resource], desired: Mapping[str, Resource]) -> bool:

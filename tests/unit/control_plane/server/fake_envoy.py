@@ -401,6 +401,8 @@ class FakeEnvoy:
                         cluster in self.confirmed[CDS] and cluster in self.confirmed[EDS],
                         f"route config {name} points at {cluster} before its CDS and EDS ACKs were read",
                     )
+                    # What Envoy has once every CDS response written before this one applies.
+                    require(cluster in self.have[CDS], f"route config {name} points at {cluster}, which a CDS response already sent removed")
         if kind is CDS:
             after = set(resources) if not self.delta else (set(self.have[CDS]) - set(removed)) | set(resources)
             used = {c for body in self.have[RDS].values() for c in route_clusters(body)}

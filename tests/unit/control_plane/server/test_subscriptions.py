@@ -236,6 +236,33 @@ def test_a_cluster_acked_routes_still_use_stays_until_the_new_routes_are_acked()
     assert set(state[EDS].acked) == {"c1"}
 
 
+def test_a_route_back_to_a_cluster_an_unacked_cds_removes_waits_for_it_to_return() -> None:
+    """Issue 40: a backend flipped A → B → A → B. The CDS dropping B is written but not yet
+    ACKed when the route points at B again; B is still in what Envoy ACKed, yet Envoy will
+    apply that CDS first, so a route config sent now would point at no cluster (503 NC)."""
+    on_b = snapshot({"a": "v1", "b": "v1"}, route=("r-b", ("b",)))
+    state = fresh()
+    converge(state, on_b)
+    converge(state, snapshot({"a": "v1"}, route=("r-a", ("a",))))  # B dropped once A serves
+    converge(state, on_b)
+    assert set(state[CDS].acked) == {"a", "b"} and versions(state[RDS].acked) == {ROUTE_CONFIG: "r-b"}
+
+    to_a = snapshot({"a": "v1"}, route=("r-a", ("a",)))
+    assert send(state, RDS, to_a) is not None
+    ack(state, RDS)
+    cds = send(state, CDS, to_a)
+    assert cds is not None and cds.removed == ["b"], "B is dropped once no acked route uses it"
+
+    # The flip back arrives while that CDS is on the wire.
+    assert send(state, RDS, on_b) is None, "the route to B went out behind the CDS that removes B"
+    ack(state, CDS)
+    subscribe_names(state, EDS, set(state[CDS].acked))
+    sent = converge(state, on_b)
+    kinds = [kind for kind, _ in sent]
+    assert kinds.index(CDS) < kinds.index(EDS) < kinds.index(RDS), kinds
+    assert versions(state[RDS].acked) == {ROUTE_CONFIG: "r-b"} and "b" in state[CDS].acked
+
+
 def test_a_nacked_route_change_keeps_the_clusters_envoys_routes_still_use() -> None:
     """A NACKed route change keeps the clusters of the routes Envoy still runs."""
     before = snapshot({"c1": "v1", "c2": "v1"})

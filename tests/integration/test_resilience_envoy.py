@@ -63,7 +63,11 @@ def test_a_failing_host_is_ejected_and_returns_after_the_ejection_time(make_stac
         replies = [client.request("/x") for _ in range(40)]
         ejected_at = time.monotonic()
         failures = [i for i, r in enumerate(replies) if r.status != 200]
-        assert 1 <= len(failures) <= 3, [r.status for r in replies]
+        # Three 503s make the streak; the ejection is then posted from Envoy's worker thread
+        # to its main thread and back, so on a busy machine the next request or two may
+        # still reach the failing host (seen: a 4th). What counts is one consecutive-5xx
+        # ejection, and every request after the last failure served by the healthy host.
+        assert 1 <= len(failures) <= 5, [r.status for r in replies]
         assert all(r.status == 200 and r.upstream == SERVICE for r in replies[max(failures) + 1:])
         assert len(replies) - max(failures) > 30, "traffic moved to the healthy host"
         assert cluster_stat(stack, "outlier_detection.ejections_enforced_consecutive_5xx") == 1

@@ -23,14 +23,14 @@ typecheck: setup-test
 lint: setup-test
 	.venv/bin/ruff check .
 
-# Two phases (docs/testing.md): every test not marked serial on TEST_WORKERS pytest-xdist
-# workers, one test file per worker at a time (a module's shared stack starts once); then the
-# serial ones (tests/serial_tests.py: timing bounds, fixed windows, the real cluster) alone.
+# Two lanes at once (scripts/test-lanes, docs/testing.md): every test not marked serial on
+# TEST_WORKERS pytest-xdist workers, one test file per worker at a time, in a cpu cgroup with
+# a small share; beside it the serial ones (tests/serial_tests.py: timing bounds, fixed
+# windows, the real cluster) one at a time at full priority.
 # tests/e2e/test_dev_stack.py runs `gatehouse dev --check` (the newcomer's path) as one of the tests.
 TEST_WORKERS ?= 3
 test: setup-test typecheck lint
-	.venv/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial"
-	.venv/bin/pytest -q -m serial
+	TEST_WORKERS=$(TEST_WORKERS) scripts/test-lanes
 
 # Every test in one pytest process, as `make test` ran before issue 34.
 test-serial: setup-test typecheck lint

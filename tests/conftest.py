@@ -1,9 +1,10 @@
 """Options and guards shared by every test directory.
 
-The suite runs in two phases (``make test``, docs/testing.md): most tests on parallel
-pytest-xdist workers, then the tests marked ``serial`` alone (``tests/serial_tests.py``
-says which and why). Each worker is handed its own part of the port span
-(``servicekit.child_process.PORT_SLICE``), so two workers never share a port.
+The suite runs in two lanes at once (``make test``, scripts/test-lanes, docs/testing.md):
+most tests on parallel pytest-xdist workers held to a small CPU share, and the tests marked
+``serial`` one at a time at full priority (``tests/serial_tests.py`` says which and why).
+Each worker and the serial lane are handed their own part of the port span
+(``servicekit.child_process.PORT_SLICE``), so no two of them share a port.
 
 Every Gatehouse service the suite starts runs the loop watchdog (servicekit/loop_watchdog.py)
 and writes each stall to one directory; a test during which a stall is reported fails,
@@ -44,13 +45,19 @@ _LATE_STALLS_DIR = "GATEHOUSE_TEST_LATE_STALLS"
 status does not reach the controller, which fails the run for them instead."""
 
 
+_PORT_PARTS = "GATEHOUSE_TEST_PORT_PARTS"
+"""How many parts of the port span to cut when the workers are not the only test run."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault(loop_watchdog.SETTING, "on")
     os.environ[loop_watchdog.REPORT_DIR] = str(_REPORTS)
     config.addinivalue_line("markers", "serial: runs after the parallel phase, alone (tests/serial_tests.py)")
     worker, workers = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if worker and workers:
-        os.environ[PORT_SLICE] = f"{int(worker.removeprefix('gw'))}/{workers}"
+        # scripts/test-lanes keeps the last part for the serial lane running alongside.
+        parts = os.environ.get(_PORT_PARTS, workers)
+        os.environ[PORT_SLICE] = f"{int(worker.removeprefix('gw'))}/{parts}"
     else:
         os.environ.setdefault(_LATE_STALLS_DIR, tempfile.mkdtemp(prefix="gatehouse-late-stalls-"))
 

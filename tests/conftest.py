@@ -85,7 +85,9 @@ def _describe(stalls: list[dict[str, object]]) -> str:
         stack = "".join(str(frame) for frame in list(stall.get("stack") or [])[-6:])  # type: ignore[call-overload]
         parts.append(
             f"{stall['service']} (pid {stall['pid']}) held its event loop {stall['held_ms']} ms "
-            f"(threshold {stall['threshold_ms']} ms): {stall['culprit']}\n{stack}"
+            f"(threshold {stall['threshold_ms']} ms; of {stall.get('wall_ms')} ms late, "
+            f"{stall.get('runqueue_ms')} waiting for a CPU and {stall.get('steal_ms')} stolen by the hypervisor, not counted): "
+            f"{stall['culprit']}\n{stack}"
         )
     return "\n".join(parts)
 

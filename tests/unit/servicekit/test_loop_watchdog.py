@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from servicekit import loop_watchdog
 from servicekit.loop_watchdog import DEFAULT_THRESHOLD, LoopWatchdog, WatchdogSettingError, from_environment, threshold_from
 
 
@@ -88,3 +89,39 @@ async def test_an_idle_loop_and_short_callbacks_are_not_stalls(tmp_path: Path) -
     watchdog = await watched(body(), tmp_path)
     assert watchdog.stalls == []
     assert not list(tmp_path.glob("*.jsonl"))
+
+
+def test_steal_is_read_per_cpu_and_the_most_any_cpu_lost_counts(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text(
+        "cpu  900 0 100 5000 10 0 5 300 0 0\n"
+        "cpu0 400 0 50 2500 5 0 2 100 0 0\n"
+        "cpu1 500 0 50 2500 5 0 3 200 0 0\n"
+        "intr 12345\n"
+    )
+    ticks = loop_watchdog._CLOCK_TICKS
+    before = loop_watchdog._steal(str(stat))
+    assert before == {"cpu0": 100 / ticks, "cpu1": 200 / ticks}
+    after = {"cpu0": before["cpu0"] + 0.03, "cpu1": before["cpu1"] + 0.12}
+    assert loop_watchdog._most_stolen(before, after) == pytest.approx(0.12)
+    assert loop_watchdog._most_stolen(None, after) == 0.0
+    assert loop_watchdog._steal(str(tmp_path / "missing")) is None
+
+
+async def test_time_the_hypervisor_stole_is_not_a_stall(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 250 ms block during which the CPUs lost 200 ms to steal held the loop 50 ms:
+    under the threshold. The same block without steal is reported (the test above)."""
+    stolen = {"cpu0": 0.0}
+    monkeypatch.setattr(loop_watchdog, "_steal", lambda path="/proc/stat": dict(stolen))
+
+    def blocked_while_stolen() -> None:
+        time.sleep(0.05)  # past the monitor's last healthy reading
+        stolen["cpu0"] = 0.2
+        time.sleep(0.2)
+
+    async def body() -> None:
+        asyncio.get_running_loop().call_soon(blocked_while_stolen)
+        await asyncio.sleep(0)
+
+    watchdog = await watched(body(), tmp_path)
+    assert watchdog.stalls == []

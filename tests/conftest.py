@@ -1,9 +1,9 @@
 """Options and guards shared by every test directory.
 
-The suite runs in two lanes at once (``make test``, scripts/test-lanes, docs/testing.md):
-most tests on parallel pytest-xdist workers held to a small CPU share, and the tests marked
-``serial`` one at a time at full priority (``tests/serial_tests.py`` says which and why).
-Each worker and the serial lane are handed their own part of the port span
+The suite runs in two phases (``make test``, docs/testing.md): most tests on parallel
+pytest-xdist workers, then the tests marked ``serial`` alone (``tests/serial_tests.py``
+says which and why); ``make test-lanes`` runs the two at once (scripts/test-lanes). Each
+worker, and a serial lane beside them, is handed its own part of the port span
 (``servicekit.child_process.PORT_SLICE``), so no two of them share a port.
 
 Every Gatehouse service the suite starts runs the loop watchdog (servicekit/loop_watchdog.py)

@@ -165,10 +165,10 @@ class LoopWatchdog:
         self._loop = asyncio.get_running_loop()
         self._loop_ident = threading.get_ident()
         self._loop_native = threading.get_native_id()
+        self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
+        self._thread.start()  # before the first beat: this start itself may wait for a CPU
         self._beat = time.monotonic()
         self._timer = self._loop.call_later(self.interval, self._tick)
-        self._thread = threading.Thread(target=self._watch, name="loop-watchdog", daemon=True)
-        self._thread.start()
 
     def stop(self) -> None:
         self._stopping.set()

@@ -22,6 +22,7 @@ import structlog
 
 from servicekit.errors import ConfigError
 from servicekit import loop_watchdog
+from servicekit.started_executor import started_executor
 from servicekit.workers import Supervisor, available_cpus
 from servicekit.logs import configure_logging
 
@@ -98,12 +99,20 @@ def _run(main: Coroutine[Any, Any, int], *, uvloop: bool) -> int:
     # caught in a worker). Once started, each service only freezes what it built.
     gc.collect()
     gc.freeze()
+    # Likewise every to_thread thread: started on the loop, each start waits for the new
+    # thread to be scheduled (servicekit/started_executor.py).
+    executor = started_executor()
+
+    async def with_executor() -> int:
+        asyncio.get_running_loop().set_default_executor(executor)
+        return await main
+
     if not uvloop:
-        return asyncio.run(main)
+        return asyncio.run(with_executor())
     import uvloop as uv
 
     with asyncio.Runner(loop_factory=uv.new_event_loop) as runner:
-        return runner.run(main)
+        return runner.run(with_executor())
 
 
 async def _serve(service: Service, name: str) -> int:

@@ -246,7 +246,8 @@ class KubernetesSource:
     async def _watch(self, watches: list[ResourceWatch], tasks: list[asyncio.Task[None]]) -> None:
         self._watches.extend(watches)
         for watch in watches:
-            watch.start()
+            # Off the loop: Thread.start() waits until the new thread has been scheduled.
+            await asyncio.to_thread(watch.start)
         try:
             await asyncio.gather(*tasks) if tasks else await asyncio.Event().wait()
         finally:

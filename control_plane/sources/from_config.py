@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from control_plane.config import ControlPlaneConfig, GitRepo
+from control_plane.config import ControlPlaneConfig, GitRepo, Kubernetes
 from control_plane.model.namespace_binding import NamespaceBinding
 from control_plane.sources.base import EndpointSource, RouteSource, Source
 from control_plane.sources.git import GitSettings, GitSource
@@ -74,7 +74,7 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
         else ()
     )
     kube = config.sources.kubernetes
-    cluster = (_kubernetes_source(config),) if kube is not None else ()
+    cluster = (_kubernetes_source(config, kube),) if kube is not None else ()
     # Kubernetes endpoints first; the static file for services the cluster does not have.
     return Sources(
         routes=(*git, *cluster), endpoints=(*cluster, *files), every=(*git, *files, *cluster), git=git,
@@ -82,14 +82,12 @@ def sources_from_config(config: ControlPlaneConfig, *, audit: AuditSink) -> Sour
     )
 
 
-def _kubernetes_source(config: ControlPlaneConfig) -> KubernetesSource:
+def _kubernetes_source(config: ControlPlaneConfig, kube: Kubernetes) -> KubernetesSource:
     """Imported here: the Kubernetes client is a second of CPU to load, in every control
     plane that has no cluster to watch too."""
     from control_plane.sources.kubernetes.endpoint_trust import EndpointSliceTrust
     from control_plane.sources.kubernetes.source import KubernetesSettings, KubernetesSource
 
-    kube = config.sources.kubernetes
-    assert kube is not None
     return KubernetesSource(
         KubernetesSettings(
             kubeconfig=str(config.resolve(kube.kubeconfig)) if kube.kubeconfig else None,

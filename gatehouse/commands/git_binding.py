@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-
 from pathlib import Path
 
 from control_plane.config import ControlPlaneConfig, load_config

@@ -263,6 +263,22 @@ def test_a_route_back_to_a_cluster_an_unacked_cds_removes_waits_for_it_to_return
     assert versions(state[RDS].acked) == {ROUTE_CONFIG: "r-b"} and "b" in state[CDS].acked
 
 
+def test_a_route_change_is_not_held_by_new_endpoints_or_a_new_cluster_version_in_flight() -> None:
+    """What the hold-back above must leave alone: a response in flight that only updates a
+    cluster or its endpoints (Envoy keeps serving them meanwhile) does not hold routes back,
+    or a stream of endpoint changes could hold a route change back for ever."""
+    state = fresh()
+    converge(state, snapshot({"a": "v1", "b": "v1"}, route=("r-a", ("a",))))
+    changed = snapshot({"a": "v2", "b": "v1"}, endpoints={"a": "e-new", "b": "e-v1"}, route=("r-b", ("b",)))
+    assert send(state, CDS, changed) is not None
+    assert send(state, EDS, changed) is not None
+    rds = send(state, RDS, changed)
+    assert rds is not None and versions(rds.target) == {ROUTE_CONFIG: "r-b"}
+    on_a = snapshot({"a": "v2", "b": "v1"}, endpoints={"a": "e-newer", "b": "e-v1"}, route=("r-a2", ("a",)))
+    ack(state, RDS)
+    assert send(state, RDS, on_a) is not None, "a's new version and endpoints in flight held the route back"
+
+
 def test_a_nacked_route_change_keeps_the_clusters_envoys_routes_still_use() -> None:
     """A NACKed route change keeps the clusters of the routes Envoy still runs."""
     before = snapshot({"c1": "v1", "c2": "v1"})
